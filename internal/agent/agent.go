@@ -1,0 +1,423 @@
+// Package agent is warren's PID 1 inside every sandbox (`warren agent`). It
+// reaps every process, keeps the session's persistent shell, runs commands,
+// serves file operations inside the sandbox's own mount namespace (so paths
+// and symlinks resolve in the sandbox and can never reach the host), and
+// answers the daemon over the control socket the daemon bound on the host
+// side. Sandboxed code cannot reach that socket: the agent is not dumpable and
+// marks every inherited descriptor close-on-exec.
+//
+// The agent runs with the sandbox's reduced privileges. It must stay small:
+// no net/http, no database, no goroutines at package init.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/spec"
+)
+
+// Agent is the state of one sandbox's PID 1.
+type Agent struct {
+	spec    *spec.Sandbox
+	reaper  *reaper
+	spawner *spawner
+	shell   *shell
+	bg      *ring
+
+	startOnce sync.Once
+}
+
+// Main runs the agent. It returns only on a fatal error.
+func Main() {
+	// Not dumpable: no sandboxed process may open /proc/1/fd, /proc/1/mem
+	// or ptrace the agent, even with the same uid.
+	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "warren agent: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	s, err := spec.Read()
+	if err != nil {
+		return err
+	}
+	// Nothing inherited may reach a sandboxed process.
+	for fd := spec.FDSpec; fd <= s.Cgroup.LastFD(); fd++ {
+		unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+	}
+	ignoreSignals()
+	a := &Agent{spec: s, reaper: newReaper(), bg: newRing(s.BackgroundLogBytes)}
+	a.spawner, err = newSpawner(a.reaper, s.Cgroup)
+	if err != nil {
+		return err
+	}
+	a.shell = newShell(a, pickShell(s.Shell), s.Env, s.BaseDir)
+	lf := os.NewFile(spec.FDListener, "listener")
+	ln, err := net.FileListener(lf)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	lf.Close()
+	var conn *agentproto.Conn
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		if !trustedPeer(c) {
+			c.Close()
+			continue
+		}
+		// A new daemon connection replaces the old one (a restarted daemon
+		// reconnecting).
+		if conn != nil {
+			conn.Close()
+		}
+		conn = agentproto.NewConn(c, a.handle)
+	}
+}
+
+// trustedPeer admits only the daemon: a process of the host's root (the
+// socket's path is only reachable from the host side anyway).
+func trustedPeer(c net.Conn) bool {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	return err == nil && cred.Uid == 0
+}
+
+// ignoreSignals catches every signal a sandboxed process could send to PID 1
+// that the Go runtime would otherwise act on (exit, or dump and crash). The
+// kernel already drops SIGKILL and SIGSTOP sent to a namespace's init from
+// inside. Caught, not ignored: an ignored disposition would be inherited by
+// every program the agent starts.
+func ignoreSignals() {
+	ch := make(chan os.Signal, 16)
+	signal.Notify(ch, unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT,
+		unix.SIGBUS, unix.SIGFPE, unix.SIGUSR1, unix.SIGSEGV, unix.SIGUSR2, unix.SIGPIPE, unix.SIGALRM,
+		unix.SIGTERM, unix.SIGSTKFLT, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGVTALRM, unix.SIGWINCH,
+		unix.SIGIO, unix.SIGPWR, unix.SIGSYS)
+	go func() {
+		for range ch {
+		}
+	}()
+}
+
+func pickShell(want string) string {
+	if want != "" {
+		return want
+	}
+	for _, p := range []string{"/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh"} {
+		if isExecutable(p) {
+			return p
+		}
+	}
+	return "/bin/sh"
+}
+
+// handle dispatches a call. It runs on the connection's read loop: it only
+// decodes and queues, and does the work in a goroutine.
+func (a *Agent) handle(ctx context.Context, s *agentproto.Stream, op agentproto.Op, args, tail []byte) {
+	switch op {
+	case agentproto.OpHello:
+		var h agentproto.Hello
+		if err := json.Unmarshal(args, &h); err != nil || h.Version != agentproto.Version {
+			s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "agent speaks protocol %d, not %d", agentproto.Version, h.Version))
+			return
+		}
+		t := a.shell.enqueue()
+		go func() {
+			// The first hello starts the shell: by then the daemon has put
+			// the workload's limits in place.
+			if err := a.shell.acquire(ctx, t); err == nil {
+				a.startOnce.Do(func() {
+					if err := a.shell.start(); err != nil {
+						fmt.Fprintf(os.Stderr, "warren agent: %v\n", err)
+					}
+				})
+				a.shell.release()
+			}
+			s.Reply(agentproto.HelloReply{Version: agentproto.Version, Shell: a.shell.path}, nil)
+		}()
+	case agentproto.OpExec:
+		var req agentproto.ExecRequest
+		if err := json.Unmarshal(args, &req); err != nil {
+			s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "decode exec request: %v", err))
+			return
+		}
+		if len(req.Argv) > 0 {
+			go a.execArgv(ctx, s, &req, tail)
+			return
+		}
+		t := a.shell.enqueue()
+		go a.execShell(ctx, s, &req, tail, t)
+	case agentproto.OpState:
+		go func() {
+			cwd, _ := a.shell.snapshot()
+			s.Reply(agentproto.StateReply{Cwd: cwd}, nil)
+		}()
+	case agentproto.OpReadFile, agentproto.OpWriteFile, agentproto.OpList, agentproto.OpStat,
+		agentproto.OpMkdir, agentproto.OpRemove, agentproto.OpTarGet, agentproto.OpTarPut:
+		var req agentproto.FileRequest
+		if err := json.Unmarshal(args, &req); err != nil {
+			s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "decode file request: %v", err))
+			return
+		}
+		go a.fileOp(ctx, s, op, &req)
+	default:
+		s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "unknown operation %d", op))
+	}
+}
+
+// stdinReader returns the stdin of an exec: the inline tail, the Data frames
+// that follow, or nil for none.
+func stdinReader(ctx context.Context, s *agentproto.Stream, req *agentproto.ExecRequest, tail []byte) io.Reader {
+	switch req.Stdin {
+	case agentproto.StdinInline:
+		return bytesReader(tail)
+	case agentproto.StdinStream:
+		return agentproto.NewDataReader(ctx, s)
+	}
+	return nil
+}
+
+func (a *Agent) execShell(ctx context.Context, s *agentproto.Stream, req *agentproto.ExecRequest, tail []byte, t *turn) {
+	if err := a.shell.acquire(ctx, t); err != nil {
+		s.Fail(errdefs.New(errdefs.ErrUnavailable, "exec canceled while queued"))
+		return
+	}
+	out := a.newOutput(ctx, s, req)
+	res, err := a.shell.run(ctx, req, stdinReader(ctx, s, req, tail), out)
+	if err != nil {
+		a.shell.release()
+		s.Fail(err)
+		return
+	}
+	a.reply(ctx, s, out, res)
+	// A shell that died is replaced before the next call, while this call
+	// still holds the turn.
+	if a.shell.proc == nil {
+		if err := a.shell.start(); err != nil {
+			fmt.Fprintf(os.Stderr, "warren agent: restart shell: %v\n", err)
+		}
+	}
+	a.shell.release()
+}
+
+func (a *Agent) newOutput(ctx context.Context, s *agentproto.Stream, req *agentproto.ExecRequest) *output {
+	out := &output{max: req.MaxOutput, ctx: ctx}
+	if out.max <= 0 {
+		out.max = 1 << 20
+	}
+	if req.Stream {
+		out.stream = s
+	}
+	return out
+}
+
+// reply ends an exec: gathered output goes inline when it fits in one frame,
+// else as Data frames before the Reply.
+func (a *Agent) reply(ctx context.Context, s *agentproto.Stream, out *output, res agentproto.ExecResult) {
+	res.Truncated = out.truncated
+	if out.stream != nil {
+		s.Reply(res, nil)
+		return
+	}
+	stdout, stderr := out.bufs[agentproto.ChanStdout].Bytes(), out.bufs[agentproto.ChanStderr].Bytes()
+	if len(stdout)+len(stderr) <= agentproto.MaxTail {
+		res.StdoutLen, res.StderrLen = len(stdout), len(stderr)
+		s.Reply(res, append(stdout, stderr...))
+		return
+	}
+	if err := s.WriteData(ctx, agentproto.ChanStdout, stdout); err != nil {
+		s.Fail(err)
+		return
+	}
+	if err := s.WriteData(ctx, agentproto.ChanStderr, stderr); err != nil {
+		s.Fail(err)
+		return
+	}
+	s.Reply(res, nil)
+}
+
+// execArgv runs a program directly, in the shell's current cwd and exported
+// environment, without touching the shell. Calls run concurrently.
+func (a *Agent) execArgv(ctx context.Context, s *agentproto.Stream, req *agentproto.ExecRequest, tail []byte) {
+	begin := time.Now()
+	out := a.newOutput(ctx, s, req)
+	cwd, env := a.shell.snapshot()
+	if req.Cwd != "" {
+		cwd = req.Cwd
+	}
+	env = mergeEnv(env, req.Env)
+	path, err := lookPath(req.Argv[0], env, cwd)
+	if err != nil {
+		out.write(agentproto.ChanStderr, []byte(err.Error()+"\n"))
+		a.reply(ctx, s, out, agentproto.ExecResult{ExitCode: 127, Duration: time.Since(begin), Cwd: cwd})
+		return
+	}
+	res, err := a.runArgv(ctx, append([]string{path}, req.Argv[1:]...), env, cwd, stdinReader(ctx, s, req, tail), req.Timeout, out)
+	if err != nil {
+		if errdefs.ClassOf(err) != errdefs.ErrInternal {
+			s.Fail(err)
+			return
+		}
+		out.write(agentproto.ChanStderr, []byte(err.Error()+"\n"))
+		res.ExitCode = 126
+	}
+	res.Duration = time.Since(begin)
+	res.Cwd = cwd
+	a.reply(ctx, s, out, res)
+}
+
+func (a *Agent) runArgv(ctx context.Context, argv, env []string, dir string, stdin io.Reader, timeout time.Duration, out *output) (agentproto.ExecResult, error) {
+	var res agentproto.ExecResult
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return res, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return res, err
+	}
+	var inR, inW *os.File
+	if stdin != nil {
+		inR, inW, err = os.Pipe()
+	} else {
+		inR, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return res, err
+	}
+	since := lastPid()
+	pid, exit, err := a.spawner.start(&spawnReq{
+		argv: argv, env: env, dir: dir,
+		files:   []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
+		setpgid: true,
+	})
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		if errdefs.Is(err, errdefs.ErrResourceExhausted) {
+			return res, err
+		}
+		if isEAGAIN(err) {
+			return res, errdefs.New(errdefs.ErrResourceExhausted, "%v", err)
+		}
+		return res, err
+	}
+	cols := []*collector{collect(outR, agentproto.ChanStdout, out), collect(errR, agentproto.ChanStderr, out)}
+	if inW != nil {
+		go func() {
+			io.Copy(inW, stdin)
+			inW.Close()
+		}()
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var ws unix.WaitStatus
+	select {
+	case ws = <-exit:
+	case <-timer.C:
+		res.TimedOut = true
+		killStarted(a.reaper, pid, since, true)
+		unix.Kill(-pid, unix.SIGKILL)
+		ws = <-exit
+	case <-ctx.Done():
+		killStarted(a.reaper, pid, since, true)
+		unix.Kill(-pid, unix.SIGKILL)
+		ws = <-exit
+	}
+	if inW != nil {
+		inW.Close()
+	}
+	for _, c := range cols {
+		if c.finish() {
+			go a.bg.drain(c.f)
+		} else {
+			c.f.Close()
+		}
+	}
+	res.ExitCode = waitCode(ws)
+	if ws.Signaled() {
+		res.Signal = int(ws.Signal())
+	}
+	return res, nil
+}
+
+func isEAGAIN(err error) bool {
+	for e := err; e != nil; {
+		if e == syscall.EAGAIN {
+			return true
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		e = u.Unwrap()
+	}
+	return false
+}
+
+// mergeEnv overlays extra on env.
+func mergeEnv(env []string, extra map[string]string) []string {
+	if len(extra) == 0 {
+		return env
+	}
+	out := make([]string, 0, len(env)+len(extra))
+	for _, kv := range env {
+		name := kv
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				name = kv[:i]
+				break
+			}
+		}
+		if _, over := extra[name]; !over {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range extra {
+		out = append(out, k+"="+v)
+	}
+	return out
+}

@@ -1,0 +1,565 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// The session shell is one long-lived bash (or sh) without a terminal. It
+// runs a small driver loop that reads a one-line token per command from a
+// private pipe, evaluates the command text from a file at top level (so cd,
+// variables, functions, aliases and sourced environments persist natively),
+// with the command's stdin, stdout and stderr redirected to FIFOs the agent
+// reads, and writes the exit status and the exported environment to a second
+// private pipe. The status never comes from parsing output.
+//
+// The driver's own descriptors are closed for the command itself, so neither
+// the command nor anything it starts can read tokens or forge statuses.
+const (
+	runDir  = "/run/warren"
+	cmdPath = runDir + "/cmd"
+	outPath = runDir + "/out"
+	errPath = runDir + "/err"
+	inPath  = runDir + "/in"
+)
+
+// The status protocol: 'S' when the command's redirections are in place and
+// it starts; 'E' status NUL export-text NUL when it ended.
+const (
+	evStarted = 'S'
+	evEnded   = 'E'
+	evGone    = 0 // the status pipe hit EOF: the shell is gone
+)
+
+// bashDriver is the driver for bash. It runs a command with `eval` of the
+// file's text; the loop condition reports the previous command, so even a
+// `continue` or `break` typed by the user still gets reported. (`break 2`
+// leaves the driver: the shell exits and is restarted with its state.)
+const bashDriver = `__warren_ret() { return "$1"; }
+builtin shopt -s expand_aliases
+while :; do
+while __warren_st=$?; builtin printf 'E%s\0' "$__warren_st" >&249; builtin export -p >&249; builtin printf '\0' >&249; builtin read -r -u 248 __warren_tok; do
+case $__warren_tok in
+i) { builtin printf S >&249; { __warren_ret "$__warren_st"; builtin eval "$(</run/warren/cmd)"; } 248<&- 249>&-; } </run/warren/in >/run/warren/out 2>/run/warren/err ;;
+*) { builtin printf S >&249; { __warren_ret "$__warren_st"; builtin eval "$(</run/warren/cmd)"; } 248<&- 249>&-; } </dev/null >/run/warren/out 2>/run/warren/err ;;
+esac
+done
+done
+`
+
+// shDriver is the POSIX variant for images without bash (dash, busybox ash):
+// descriptors above 9 are not portable, and the command is sourced with `.`.
+// A syntax error exits a POSIX non-interactive shell; the agent then restarts
+// it with its cwd and environment.
+const shDriver = `__warren_ret() { return "$1"; }
+while :; do
+while __warren_st=$?; printf 'E%s\0' "$__warren_st" >&9; export -p >&9; printf '\0' >&9; read -r __warren_tok <&8; do
+case $__warren_tok in
+i) { printf S >&9; { __warren_ret "$__warren_st"; . /run/warren/cmd; } 8<&- 9>&-; } </run/warren/in >/run/warren/out 2>/run/warren/err ;;
+*) { printf S >&9; { __warren_ret "$__warren_st"; . /run/warren/cmd; } 8<&- 9>&-; } </dev/null >/run/warren/out 2>/run/warren/err ;;
+esac
+done
+done
+`
+
+// killGrace is how long a timed-out command's shell gets to report after the
+// command's processes were killed, before the shell itself is killed (it is
+// then looping in builtins) and restarted.
+const killGrace = 300 * time.Millisecond
+
+type shellEvent struct {
+	kind   byte
+	status int
+	env    []byte
+}
+
+// shellProc is one running shell process.
+type shellProc struct {
+	pid    int
+	exit   <-chan unix.WaitStatus
+	tok    *os.File
+	events chan shellEvent
+}
+
+// shell is the session's persistent shell and the queue of calls to it.
+type shell struct {
+	a    *Agent
+	path string
+	bash bool
+
+	qmu   sync.Mutex // guards busy and queue
+	busy  bool
+	queue []*turn
+
+	// Owned by the holder of the turn.
+	proc      *shellProc
+	started   bool // a shell has run before: the next start is a restart
+	cwd       string
+	env       []string
+	envBlob   []byte
+	outHeld   bool // a background process holds the out FIFO
+	errHeld   bool
+	lastState sync.Mutex // guards snapCwd and snapEnv, read by argv calls
+	snapCwd   string
+	snapEnv   []string
+}
+
+// turn is one caller's place in the shell's queue.
+type turn struct {
+	ready    chan struct{}
+	canceled bool
+}
+
+func newShell(a *Agent, path string, env []string, cwd string) *shell {
+	sh := &shell{a: a, path: path, bash: strings.HasSuffix(path, "bash"), env: env, cwd: cwd}
+	sh.snapCwd, sh.snapEnv = cwd, env
+	return sh
+}
+
+// enqueue takes a place in the queue. It does not block, so the caller can
+// run on the connection's read loop and keep arrival order.
+func (sh *shell) enqueue() *turn {
+	t := &turn{ready: make(chan struct{})}
+	sh.qmu.Lock()
+	defer sh.qmu.Unlock()
+	if !sh.busy {
+		sh.busy = true
+		close(t.ready)
+	} else {
+		sh.queue = append(sh.queue, t)
+	}
+	return t
+}
+
+func (sh *shell) acquire(ctx context.Context, t *turn) error {
+	select {
+	case <-t.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	sh.qmu.Lock()
+	select {
+	case <-t.ready:
+		sh.qmu.Unlock()
+		sh.release()
+	default:
+		t.canceled = true
+		sh.qmu.Unlock()
+	}
+	return ctx.Err()
+}
+
+func (sh *shell) release() {
+	sh.qmu.Lock()
+	defer sh.qmu.Unlock()
+	for len(sh.queue) > 0 {
+		t := sh.queue[0]
+		sh.queue = sh.queue[1:]
+		if !t.canceled {
+			close(t.ready)
+			return
+		}
+	}
+	sh.busy = false
+}
+
+// snapshot returns the shell's last known cwd and exported environment, for
+// argv calls, which run concurrently with the shell.
+func (sh *shell) snapshot() (string, []string) {
+	sh.lastState.Lock()
+	defer sh.lastState.Unlock()
+	return sh.snapCwd, sh.snapEnv
+}
+
+func (sh *shell) fds() (tok, status int) {
+	if sh.bash {
+		return 248, 249
+	}
+	return 8, 9
+}
+
+// start launches a shell in the last known cwd and environment.
+//
+// Preconditions: the caller holds the turn.
+func (sh *shell) start() error {
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", runDir, err)
+	}
+	tokR, tokW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer tokR.Close()
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		tokW.Close()
+		return err
+	}
+	defer stW.Close()
+	bgR, bgW, err := os.Pipe()
+	if err != nil {
+		tokW.Close()
+		stR.Close()
+		return err
+	}
+	defer bgW.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		tokW.Close()
+		stR.Close()
+		bgR.Close()
+		return err
+	}
+	defer null.Close()
+
+	tokFD, stFD := sh.fds()
+	files := make([]uintptr, stFD+1)
+	for i := range files {
+		files[i] = ^uintptr(0)
+	}
+	files[0], files[1], files[2] = null.Fd(), bgW.Fd(), bgW.Fd()
+	files[tokFD], files[stFD] = tokR.Fd(), stW.Fd()
+
+	driver, argv0 := bashDriver, "bash"
+	if !sh.bash {
+		driver, argv0 = shDriver, "sh"
+	}
+	env := slices.DeleteFunc(slices.Clone(sh.env), func(kv string) bool {
+		return strings.HasPrefix(kv, "SHLVL=") || strings.HasPrefix(kv, "_=") || strings.HasPrefix(kv, "PWD=")
+	})
+	env = append(env, "PWD="+sh.cwd)
+	dir := sh.cwd
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		dir = "/"
+	}
+	args := []string{sh.path, "-c", driver, argv0}
+	if sh.bash {
+		args = []string{sh.path, "--noprofile", "--norc", "-c", driver, argv0}
+	}
+	pid, exit, err := sh.a.spawner.start(&spawnReq{argv: args, env: env, dir: dir, files: files, setsid: true})
+	if err != nil {
+		tokW.Close()
+		stR.Close()
+		bgR.Close()
+		return err
+	}
+	args[0] = argv0
+	p := &shellProc{pid: pid, exit: exit, tok: tokW, events: make(chan shellEvent, 4)}
+	go readStatus(stR, p.events)
+	go sh.a.bg.drain(bgR)
+	// The driver reports once before its first token: that is "ready".
+	select {
+	case ev := <-p.events:
+		if ev.kind != evEnded {
+			ws := <-exit
+			tokW.Close()
+			return fmt.Errorf("session shell %s exited at start (status %d)", sh.path, waitCode(ws))
+		}
+		sh.record(pid, ev.env)
+	case <-time.After(30 * time.Second):
+		unix.Kill(pid, unix.SIGKILL)
+		tokW.Close()
+		return errors.New("session shell did not start within 30s")
+	}
+	sh.proc = p
+	sh.started = true
+	return nil
+}
+
+// record keeps the shell's state after a command: the exported environment
+// it printed and its working directory.
+func (sh *shell) record(pid int, envBlob []byte) {
+	if !slicesEqual(envBlob, sh.envBlob) {
+		sh.envBlob = envBlob
+		sh.env = parseExports(envBlob)
+	}
+	if cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd"); err == nil && !strings.HasSuffix(cwd, " (deleted)") {
+		sh.cwd = cwd
+	}
+	sh.lastState.Lock()
+	sh.snapCwd, sh.snapEnv = sh.cwd, sh.env
+	sh.lastState.Unlock()
+}
+
+func slicesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+func readStatus(f *os.File, events chan<- shellEvent) {
+	defer f.Close()
+	br := bufio.NewReader(f)
+	for {
+		b, err := br.ReadByte()
+		if err != nil {
+			events <- shellEvent{kind: evGone}
+			return
+		}
+		switch b {
+		case evStarted:
+			events <- shellEvent{kind: evStarted}
+		case evEnded:
+			st, err1 := br.ReadString(0)
+			env, err2 := br.ReadBytes(0)
+			if err1 != nil || err2 != nil {
+				events <- shellEvent{kind: evGone}
+				return
+			}
+			code, _ := strconv.Atoi(strings.TrimSuffix(st, "\x00"))
+			events <- shellEvent{kind: evEnded, status: code, env: env[:len(env)-1]}
+		}
+	}
+}
+
+// stop kills the shell and waits for it.
+func (sh *shell) stop() {
+	if sh.proc == nil {
+		return
+	}
+	unix.Kill(sh.proc.pid, unix.SIGKILL)
+	<-sh.proc.exit
+	sh.proc.tok.Close()
+	sh.proc = nil
+}
+
+// openFifo opens the read end of an output FIFO without blocking, replacing
+// it first when a background process still holds the old one, or when
+// sandboxed code replaced it with something else.
+func openFifo(path string, replace bool) (*os.File, error) {
+	if replace {
+		unix.Unlink(path)
+	}
+	for attempt := 0; ; attempt++ {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err == nil {
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+				return os.NewFile(uintptr(fd), path), nil
+			}
+			unix.Close(fd)
+			err = unix.EEXIST
+		}
+		if attempt > 1 {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		if !errors.Is(err, unix.ENOENT) {
+			unix.Unlink(path)
+		}
+		os.MkdirAll(runDir, 0o700)
+		if err := unix.Mkfifo(path, 0o600); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("create %s: %w", path, err)
+		}
+	}
+}
+
+// writeCommand stores the command text for the driver.
+func writeCommand(text string) error {
+	for attempt := 0; ; attempt++ {
+		fd, err := unix.Open(cmdPath, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			_, err = unix.Write(fd, []byte(text))
+			unix.Close(fd)
+			return err
+		}
+		if attempt > 0 {
+			return fmt.Errorf("write %s: %w", cmdPath, err)
+		}
+		unix.Unlink(cmdPath)
+		os.MkdirAll(runDir, 0o700)
+	}
+}
+
+// commandText is what the driver evaluates. With a per-call cwd or env the
+// command runs in a subshell scoped to that call, so it changes no state.
+func (sh *shell) commandText(req *agentproto.ExecRequest) string {
+	if req.Cwd == "" && len(req.Env) == 0 {
+		return req.Command
+	}
+	kw := "builtin "
+	if !sh.bash {
+		kw = ""
+	}
+	var b strings.Builder
+	b.WriteString("(")
+	if req.Cwd != "" {
+		fmt.Fprintf(&b, " %scd -- %s || exit;", kw, shellQuote(req.Cwd))
+	}
+	names := make([]string, 0, len(req.Env))
+	for k := range req.Env {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		fmt.Fprintf(&b, " export %s=%s;", k, shellQuote(req.Env[k]))
+	}
+	if sh.bash {
+		fmt.Fprintf(&b, " builtin eval %s\n)", shellQuote(req.Command))
+	} else {
+		fmt.Fprintf(&b, " eval %s\n)", shellQuote(req.Command))
+	}
+	return b.String()
+}
+
+// run executes one command in the shell.
+//
+// Preconditions: the caller holds the turn.
+func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.Reader, out *output) (agentproto.ExecResult, error) {
+	var res agentproto.ExecResult
+	begin := time.Now()
+	if sh.proc == nil {
+		restart := sh.started
+		if err := sh.start(); err != nil {
+			return res, errdefs.New(errdefs.ErrUnavailable, "session shell: %v", err)
+		}
+		res.ShellRestarted = restart
+	}
+	if err := writeCommand(sh.commandText(req)); err != nil {
+		return res, err
+	}
+	outF, err := openFifo(outPath, sh.outHeld)
+	if err != nil {
+		return res, err
+	}
+	errF, err := openFifo(errPath, sh.errHeld)
+	if err != nil {
+		outF.Close()
+		return res, err
+	}
+	sh.outHeld, sh.errHeld = false, false
+	var inF *os.File
+	token := "n\n"
+	if stdin != nil {
+		unix.Unlink(inPath)
+		if err := unix.Mkfifo(inPath, 0o600); err != nil {
+			outF.Close()
+			errF.Close()
+			return res, fmt.Errorf("create %s: %w", inPath, err)
+		}
+		// Read-write, so the shell's open does not wait for a writer and
+		// the FIFO keeps its bytes until the shell has it open.
+		fd, err := unix.Open(inPath, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			outF.Close()
+			errF.Close()
+			return res, fmt.Errorf("open %s: %w", inPath, err)
+		}
+		inF = os.NewFile(uintptr(fd), inPath)
+		token = "i\n"
+	}
+	since := lastPid()
+	p := sh.proc
+	if _, err := p.tok.Write([]byte(token)); err != nil {
+		// The shell died while idle. Start a new one and try once more.
+		outF.Close()
+		errF.Close()
+		if inF != nil {
+			inF.Close()
+		}
+		sh.stop()
+		if !res.ShellRestarted {
+			res2, err := sh.run(ctx, req, stdin, out)
+			res2.ShellRestarted = true
+			return res2, err
+		}
+		return res, errdefs.New(errdefs.ErrUnavailable, "session shell is not accepting commands")
+	}
+
+	var cols []*collector
+	var stdinDone chan struct{}
+	var closeIn sync.Once
+	timeout := time.NewTimer(req.Timeout)
+	defer timeout.Stop()
+	var grace <-chan time.Time
+	done := ctx.Done()
+	gone := false
+loop:
+	for {
+		select {
+		case ev := <-p.events:
+			switch ev.kind {
+			case evStarted:
+				cols = append(cols, collect(outF, agentproto.ChanStdout, out), collect(errF, agentproto.ChanStderr, out))
+				if inF != nil {
+					stdinDone = make(chan struct{})
+					go func() {
+						defer close(stdinDone)
+						io.Copy(inF, stdin)
+						closeIn.Do(func() { inF.Close() })
+					}()
+				}
+			case evEnded:
+				res.ExitCode = ev.status
+				sh.record(p.pid, ev.env)
+				break loop
+			case evGone:
+				res.ExitCode = waitCode(<-p.exit)
+				gone = true
+				break loop
+			}
+		case <-timeout.C:
+			res.TimedOut = true
+			killStarted(sh.a.reaper, p.pid, since, false)
+			grace = time.After(killGrace)
+		case <-done:
+			done = nil
+			if grace == nil {
+				killStarted(sh.a.reaper, p.pid, since, false)
+				grace = time.After(killGrace)
+			}
+		case <-grace:
+			// Still no report: the shell itself is busy (a builtin loop).
+			killStarted(sh.a.reaper, p.pid, since, true)
+			grace = nil
+		}
+	}
+	if inF != nil {
+		closeIn.Do(func() { inF.Close() })
+		if stdinDone != nil {
+			<-stdinDone
+		}
+	}
+	if len(cols) == 2 {
+		if cols[0].finish() {
+			sh.outHeld = true
+			go sh.a.bg.drain(outF)
+		} else {
+			outF.Close()
+		}
+		if cols[1].finish() {
+			sh.errHeld = true
+			go sh.a.bg.drain(errF)
+		} else {
+			errF.Close()
+		}
+	} else {
+		outF.Close()
+		errF.Close()
+	}
+	if gone {
+		p.tok.Close()
+		sh.proc = nil
+		res.ShellRestarted = true
+	}
+	res.Duration = time.Since(begin)
+	res.Cwd = sh.cwd
+	return res, nil
+}
+
+// waitCode is the exit code a shell would report for a wait status.
+func waitCode(ws unix.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}

@@ -1,0 +1,104 @@
+package agentproto
+
+import "time"
+
+// Version is the protocol version; Hello refuses a mismatch.
+const Version = 1
+
+// Op names the operation of a Call.
+type Op byte
+
+// The operations.
+const (
+	OpHello     Op = 1
+	OpExec      Op = 2
+	OpReadFile  Op = 3
+	OpWriteFile Op = 4
+	OpList      Op = 5
+	OpStat      Op = 6
+	OpMkdir     Op = 7
+	OpRemove    Op = 8
+	OpTarGet    Op = 9
+	OpTarPut    Op = 10
+	OpState     Op = 11
+)
+
+// Hello is the first call on a connection.
+type Hello struct {
+	Version int `json:"version"`
+}
+
+// HelloReply answers Hello.
+type HelloReply struct {
+	Version int    `json:"version"`
+	Shell   string `json:"shell"` // path of the session shell inside the sandbox
+}
+
+// Stdin modes of an exec.
+const (
+	StdinNone   = ""       // the command reads an empty stdin
+	StdinInline = "inline" // the Call's tail is the whole stdin
+	StdinStream = "stream" // stdin follows as Data frames ended by EOF
+)
+
+// ExecRequest runs a command. Exactly one of Command (through the session's
+// persistent shell) and Argv (directly, concurrently, changing no state) is
+// set.
+type ExecRequest struct {
+	Command   string            `json:"command,omitempty"`
+	Argv      []string          `json:"argv,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Cwd       string            `json:"cwd,omitempty"`
+	Timeout   time.Duration     `json:"timeout"`
+	MaxOutput int64             `json:"max_output"` // per stream, in bytes
+	Stdin     string            `json:"stdin,omitempty"`
+	// Stream asks for output as Data frames while the command runs. Without
+	// it the agent gathers the output and returns it as the Reply's tail.
+	Stream bool `json:"stream,omitempty"`
+}
+
+// ExecResult ends an exec. When the output came inline, the Reply's tail is
+// StdoutLen bytes of stdout followed by StderrLen bytes of stderr.
+type ExecResult struct {
+	ExitCode       int           `json:"exit_code"`
+	Signal         int           `json:"signal,omitempty"` // the signal that ended the command, if any
+	TimedOut       bool          `json:"timed_out,omitempty"`
+	Truncated      bool          `json:"truncated,omitempty"`
+	ShellRestarted bool          `json:"shell_restarted,omitempty"`
+	Duration       time.Duration `json:"duration"`
+	StdoutLen      int           `json:"stdout_len,omitempty"`
+	StderrLen      int           `json:"stderr_len,omitempty"`
+	Cwd            string        `json:"cwd,omitempty"` // the shell's cwd afterwards
+}
+
+// FileRequest names a path inside the sandbox. Relative paths resolve against
+// the session's base directory (its cwd at creation).
+type FileRequest struct {
+	Path      string `json:"path"`
+	Mode      uint32 `json:"mode,omitempty"`      // write: permission bits; 0 means 0644
+	MaxBytes  int64  `json:"max_bytes,omitempty"` // read, write and tar: size cap
+	Recursive bool   `json:"recursive,omitempty"` // remove
+}
+
+// Entry describes one file.
+type Entry struct {
+	Name   string    `json:"name"`
+	Path   string    `json:"path"`
+	Type   string    `json:"type"` // file, dir, symlink or other
+	Size   int64     `json:"size"`
+	Mode   uint32    `json:"mode"` // permission bits and setuid/setgid/sticky
+	MTime  time.Time `json:"mtime"`
+	Target string    `json:"target,omitempty"` // symlink target
+}
+
+// FileReply answers the file operations.
+type FileReply struct {
+	Size    int64   `json:"size,omitempty"`
+	Entry   *Entry  `json:"entry,omitempty"`
+	Entries []Entry `json:"entries,omitempty"`
+}
+
+// StateReply reports the shell's state.
+type StateReply struct {
+	Cwd string `json:"cwd"`
+}

@@ -1,0 +1,649 @@
+// Package cgroup places sandboxes in cgroups and limits them, on cgroup v1
+// (hybrid hosts like our CI machine) and v2 (most production hosts) behind one
+// API, so no other package branches on the version.
+//
+// Every session gets a cgroup S under warren's parent with two leaves:
+//
+//	S/agent     the sandbox's PID 1 (the agent); not limited by the workload's
+//	            pids or CPU limits, so a fork bomb or a CPU hog in the sandbox
+//	            can never starve or crash the agent (a Go program dies when it
+//	            cannot create a thread).
+//	S/workload  every process the agent starts; carries the session's limits.
+//
+// S itself caps the sum (workload limits plus a small allowance for the
+// agent). The sandbox's cgroup namespace is rooted at S, so processes see
+// /workload and /agent, never the host's hierarchy.
+//
+// The package only writes cgroupfs files; it never starts processes.
+package cgroup
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Limits are the hard limits of a session's workload. Zero means no limit.
+type Limits struct {
+	MemoryBytes int64
+	Pids        int64
+	CPUs        float64
+}
+
+// Stats are a workload's resource use.
+type Stats struct {
+	MemoryBytes uint64
+	Pids        uint64
+	CPUSeconds  float64
+	OOMKills    uint64
+}
+
+// Agent allowances added on top of the workload's limits at the S level.
+const (
+	AgentMemoryBytes = 64 << 20
+	AgentPids        = 128
+)
+
+// v1 controllers: the first three are required, the rest are used when
+// present.
+var (
+	v1Required = []string{"memory", "pids", "cpu"}
+	v1Optional = []string{"cpuacct", "freezer"}
+	v2Wanted   = []string{"memory", "pids", "cpu"}
+)
+
+// Hierarchy is the host's cgroup layout and warren's parent in it.
+type Hierarchy struct {
+	version int
+	root    string            // v2: the unified mount point
+	mounts  map[string]string // v1: controller -> mount point
+	parent  string            // warren's parent, relative to the root(s)
+}
+
+// Detect reads /proc/self/mountinfo and returns the host's hierarchy with
+// warren's cgroups under parent (a relative path such as "warren").
+func Detect(parent string) (*Hierarchy, error) {
+	if err := checkParent(parent); err != nil {
+		return nil, err
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return NewV2("/sys/fs/cgroup", parent), nil
+	}
+	mounts, err := v1Mounts("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range v1Required {
+		if mounts[c] == "" {
+			return nil, fmt.Errorf("cgroup v1 controller %q is not mounted; warren needs memory, pids and cpu to enforce limits", c)
+		}
+	}
+	return NewV1(mounts, parent), nil
+}
+
+func checkParent(parent string) error {
+	if parent == "" || filepath.IsAbs(parent) || parent != filepath.Clean(parent) || strings.HasPrefix(parent, "..") {
+		return fmt.Errorf("cgroup parent %q must be a clean relative path", parent)
+	}
+	return nil
+}
+
+// NewV1 returns a v1 hierarchy over the given controller mount points.
+func NewV1(mounts map[string]string, parent string) *Hierarchy {
+	return &Hierarchy{version: 1, mounts: mounts, parent: parent}
+}
+
+// NewV2 returns a v2 hierarchy mounted at root.
+func NewV2(root, parent string) *Hierarchy {
+	return &Hierarchy{version: 2, root: root, parent: parent}
+}
+
+func v1Mounts(mountinfo string) (map[string]string, error) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	mounts := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if sep < 0 || sep+3 >= len(fields)+1 || len(fields) < sep+3 || fields[sep+1] != "cgroup" {
+			continue
+		}
+		for _, opt := range strings.Split(fields[sep+3], ",") {
+			if slices.Contains(v1Required, opt) || slices.Contains(v1Optional, opt) {
+				if _, seen := mounts[opt]; !seen {
+					mounts[opt] = fields[4]
+				}
+			}
+		}
+	}
+	return mounts, sc.Err()
+}
+
+// Version is 1 or 2.
+func (h *Hierarchy) Version() int { return h.version }
+
+// Controllers lists the controllers warren will use.
+func (h *Hierarchy) Controllers() []string {
+	if h.version == 2 {
+		return v2Wanted
+	}
+	var cs []string
+	for _, c := range append(slices.Clone(v1Required), v1Optional...) {
+		if h.mounts[c] != "" {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// dirs returns one directory per distinct hierarchy for the relative path rel.
+func (h *Hierarchy) dirs(rel string) []string {
+	if h.version == 2 {
+		return []string{filepath.Join(h.root, h.parent, rel)}
+	}
+	var out []string
+	for _, c := range h.Controllers() {
+		d := filepath.Join(h.mounts[c], h.parent, rel)
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// controllerDir returns the directory of rel in the hierarchy of controller c.
+func (h *Hierarchy) controllerDir(c, rel string) string {
+	if h.version == 2 {
+		return filepath.Join(h.root, h.parent, rel)
+	}
+	if h.mounts[c] == "" {
+		return ""
+	}
+	return filepath.Join(h.mounts[c], h.parent, rel)
+}
+
+// Setup creates warren's parent cgroup and, on v2, enables the controllers
+// for its children.
+func (h *Hierarchy) Setup() error {
+	if h.version == 2 {
+		// Enable the controllers in every ancestor from the root down.
+		dir := h.root
+		for _, part := range strings.Split(h.parent, "/") {
+			if err := enable(dir, v2Wanted); err != nil {
+				return err
+			}
+			dir = filepath.Join(dir, part)
+			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("create cgroup %s: %w", dir, err)
+			}
+		}
+		return enable(dir, v2Wanted)
+	}
+	for _, d := range h.dirs("") {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+func enable(dir string, controllers []string) error {
+	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("read %s/cgroup.controllers: %w", dir, err)
+	}
+	have := strings.Fields(string(avail))
+	var b strings.Builder
+	for _, c := range controllers {
+		if !slices.Contains(have, c) {
+			return fmt.Errorf("cgroup v2 controller %q is not available in %s (is the subtree delegated?)", c, dir)
+		}
+		fmt.Fprintf(&b, "+%s ", c)
+	}
+	if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), strings.TrimSpace(b.String())); err != nil {
+		return fmt.Errorf("enable controllers in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Teardown removes warren's parent cgroup if it is empty.
+func (h *Hierarchy) Teardown() error {
+	var errs []error
+	for _, d := range h.dirs("") {
+		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Sessions lists the names of session cgroups that exist under the parent.
+func (h *Hierarchy) Sessions() ([]string, error) {
+	var names []string
+	for _, d := range h.dirs("") {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, err
+		}
+		for _, e := range ents {
+			if e.IsDir() && !slices.Contains(names, e.Name()) {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Session is the cgroup S of one sandbox.
+type Session struct {
+	h      *Hierarchy
+	name   string
+	limits Limits
+}
+
+// NewSession creates S, S/agent and S/workload for the named session. On v1
+// the limits apply at once; on v2 they apply in Activate, once the sandbox's
+// init has left S (v2 forbids processes in a cgroup whose children have
+// controllers enabled).
+func (h *Hierarchy) NewSession(name string, l Limits) (*Session, error) {
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return nil, fmt.Errorf("bad cgroup name %q", name)
+	}
+	s := &Session{h: h, name: name, limits: l}
+	for _, d := range h.dirs(name) {
+		for _, sub := range []string{"", "agent", "workload"} {
+			if err := os.Mkdir(filepath.Join(d, sub), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				s.Destroy()
+				return nil, fmt.Errorf("create cgroup %s: %w", filepath.Join(d, sub), err)
+			}
+		}
+	}
+	if err := s.setSessionLimits(); err != nil {
+		s.Destroy()
+		return nil, err
+	}
+	if h.version == 1 {
+		if err := s.setWorkloadLimits(); err != nil {
+			s.Destroy()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// OpenSession returns the handle of an existing session cgroup (for cleanup).
+func (h *Hierarchy) OpenSession(name string) *Session { return &Session{h: h, name: name} }
+
+// Name is the session's cgroup name.
+func (s *Session) Name() string { return s.name }
+
+func (s *Session) file(controller, leaf, name string) string {
+	d := s.h.controllerDir(controller, filepath.Join(s.name, leaf))
+	if d == "" {
+		return ""
+	}
+	return filepath.Join(d, name)
+}
+
+func (s *Session) setSessionLimits() error {
+	l := s.limits
+	if l.MemoryBytes > 0 {
+		if err := s.setMemory("", l.MemoryBytes+AgentMemoryBytes); err != nil {
+			return err
+		}
+	}
+	if l.Pids > 0 {
+		if err := writeFile(s.file("pids", "", "pids.max"), strconv.FormatInt(l.Pids+AgentPids, 10)); err != nil {
+			return fmt.Errorf("set session pids limit: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Session) setWorkloadLimits() error {
+	l := s.limits
+	if l.MemoryBytes > 0 {
+		if err := s.setMemory("workload", l.MemoryBytes); err != nil {
+			return err
+		}
+	}
+	if l.Pids > 0 {
+		// On v1 the agent's spawner thread lives in the workload and counts
+		// as one task; give it its slot so the user gets the full limit.
+		pids := l.Pids
+		if s.h.version == 1 {
+			pids++
+		}
+		if err := writeFile(s.file("pids", "workload", "pids.max"), strconv.FormatInt(pids, 10)); err != nil {
+			return fmt.Errorf("set pids limit: %w", err)
+		}
+	}
+	if l.CPUs > 0 {
+		const period = 100000
+		quota := int64(l.CPUs * period)
+		quota = max(quota, 1000)
+		if s.h.version == 2 {
+			if err := writeFile(s.file("cpu", "workload", "cpu.max"), fmt.Sprintf("%d %d", quota, period)); err != nil {
+				return fmt.Errorf("set cpu limit: %w", err)
+			}
+		} else {
+			if err := writeFile(s.file("cpu", "workload", "cpu.cfs_period_us"), strconv.Itoa(period)); err != nil {
+				return fmt.Errorf("set cpu period: %w", err)
+			}
+			if err := writeFile(s.file("cpu", "workload", "cpu.cfs_quota_us"), strconv.FormatInt(quota, 10)); err != nil {
+				return fmt.Errorf("set cpu limit: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Session) setMemory(leaf string, bytes int64) error {
+	v := strconv.FormatInt(bytes, 10)
+	if s.h.version == 2 {
+		if err := writeFile(s.file("memory", leaf, "memory.max"), v); err != nil {
+			return fmt.Errorf("set memory limit: %w", err)
+		}
+		// No swap: a limit that swaps is not a limit. Absent without swap
+		// accounting.
+		if f := s.file("memory", leaf, "memory.swap.max"); exists(f) {
+			if err := writeFile(f, "0"); err != nil {
+				return fmt.Errorf("set swap limit: %w", err)
+			}
+		}
+		return nil
+	}
+	if err := writeFile(s.file("memory", leaf, "memory.limit_in_bytes"), v); err != nil {
+		return fmt.Errorf("set memory limit: %w", err)
+	}
+	if f := s.file("memory", leaf, "memory.memsw.limit_in_bytes"); exists(f) {
+		if err := writeFile(f, v); err != nil {
+			return fmt.Errorf("set memory+swap limit: %w", err)
+		}
+	}
+	return nil
+}
+
+// Activate applies the workload limits on v2 once S holds no process. It is a
+// no-op on v1, where NewSession applied them.
+func (s *Session) Activate() error {
+	if s.h.version == 1 {
+		return nil
+	}
+	dir := s.h.controllerDir("memory", s.name)
+	if err := enable(dir, v2Wanted); err != nil {
+		return err
+	}
+	return s.setWorkloadLimits()
+}
+
+// Files are the descriptors a sandbox's init and agent use to place
+// themselves and their children. The caller closes them.
+type Files struct {
+	// SessionProcs are S/cgroup.procs, one per hierarchy.
+	SessionProcs []*os.File
+	// AgentProcs are S/agent/cgroup.procs, one per hierarchy.
+	AgentProcs []*os.File
+	// WorkloadTasks (v1) are S/workload/tasks, one per hierarchy: writing a
+	// thread id moves that one thread, whose children then start inside.
+	WorkloadTasks []*os.File
+	// WorkloadDir (v2) is S/workload, for clone3(CLONE_INTO_CGROUP).
+	WorkloadDir *os.File
+}
+
+// Close closes every descriptor.
+func (f *Files) Close() {
+	for _, list := range [][]*os.File{f.SessionProcs, f.AgentProcs, f.WorkloadTasks, {f.WorkloadDir}} {
+		for _, x := range list {
+			if x != nil {
+				x.Close()
+			}
+		}
+	}
+}
+
+// All returns the descriptors in a fixed order: session procs, agent procs,
+// workload tasks, workload dir.
+func (f *Files) All() []*os.File {
+	var out []*os.File
+	out = append(out, f.SessionProcs...)
+	out = append(out, f.AgentProcs...)
+	out = append(out, f.WorkloadTasks...)
+	if f.WorkloadDir != nil {
+		out = append(out, f.WorkloadDir)
+	}
+	return out
+}
+
+// Open opens the placement descriptors of S.
+func (s *Session) Open() (*Files, error) {
+	f := &Files{}
+	open := func(path string, flags int) (*os.File, error) {
+		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		return os.NewFile(uintptr(fd), path), nil
+	}
+	for _, d := range s.h.dirs(s.name) {
+		sp, err := open(filepath.Join(d, "cgroup.procs"), unix.O_WRONLY)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.SessionProcs = append(f.SessionProcs, sp)
+		ap, err := open(filepath.Join(d, "agent", "cgroup.procs"), unix.O_WRONLY)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.AgentProcs = append(f.AgentProcs, ap)
+		if s.h.version == 1 {
+			wt, err := open(filepath.Join(d, "workload", "tasks"), unix.O_WRONLY)
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			f.WorkloadTasks = append(f.WorkloadTasks, wt)
+		} else {
+			wd, err := open(filepath.Join(d, "workload"), unix.O_RDONLY|unix.O_DIRECTORY)
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			f.WorkloadDir = wd
+		}
+	}
+	return f, nil
+}
+
+// Stats reads the workload's resource use.
+func (s *Session) Stats() (Stats, error) {
+	var st Stats
+	var err error
+	if s.h.version == 2 {
+		st.MemoryBytes, err = readUint(s.file("memory", "workload", "memory.current"))
+		if err != nil {
+			return st, err
+		}
+		if usec, err := readKey(s.file("cpu", "workload", "cpu.stat"), "usage_usec"); err == nil {
+			st.CPUSeconds = float64(usec) / 1e6
+		}
+	} else {
+		st.MemoryBytes, err = readUint(s.file("memory", "workload", "memory.usage_in_bytes"))
+		if err != nil {
+			return st, err
+		}
+		if f := s.file("cpuacct", "workload", "cpuacct.usage"); f != "" {
+			if ns, err := readUint(f); err == nil {
+				st.CPUSeconds = float64(ns) / 1e9
+			}
+		}
+	}
+	st.Pids, err = readUint(s.file("pids", "workload", "pids.current"))
+	if err != nil {
+		return st, err
+	}
+	if s.h.version == 1 && st.Pids > 0 {
+		st.Pids-- // the agent's spawner thread
+	}
+	st.OOMKills, _ = s.OOMKills()
+	return st, nil
+}
+
+// OOMKills returns how many processes the kernel's OOM killer has killed in
+// the workload.
+func (s *Session) OOMKills() (uint64, error) {
+	if s.h.version == 2 {
+		return readKey(s.file("memory", "workload", "memory.events"), "oom_kill")
+	}
+	return readKey(s.file("memory", "workload", "memory.oom_control"), "oom_kill")
+}
+
+// Pids lists the processes in S and its leaves (in the host's PID namespace).
+func (s *Session) Pids() ([]int, error) {
+	var pids []int
+	for _, d := range s.h.dirs(s.name) {
+		for _, sub := range []string{"", "agent", "workload"} {
+			b, err := os.ReadFile(filepath.Join(d, sub, "cgroup.procs"))
+			if err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					continue
+				}
+				return nil, err
+			}
+			for _, line := range strings.Fields(string(b)) {
+				if p, err := strconv.Atoi(line); err == nil && !slices.Contains(pids, p) {
+					pids = append(pids, p)
+				}
+			}
+		}
+	}
+	return pids, nil
+}
+
+// Kill sends SIGKILL to every process in S. It is the fallback teardown for
+// a sandbox whose PID 1 is already gone or cannot be signalled.
+func (s *Session) Kill() error {
+	if s.h.version == 2 {
+		if f := s.file("pids", "", "cgroup.kill"); exists(f) {
+			return writeFile(f, "1")
+		}
+	}
+	for range 10 {
+		pids, err := s.Pids()
+		if err != nil || len(pids) == 0 {
+			return err
+		}
+		for _, p := range pids {
+			unix.Kill(p, unix.SIGKILL)
+		}
+	}
+	return nil
+}
+
+// Destroy removes S and its leaves. Processes must be gone; a cgroup whose
+// last task is still exiting answers EBUSY for a moment, so it retries
+// briefly.
+func (s *Session) Destroy() error {
+	var errs []error
+	for _, d := range s.h.dirs(s.name) {
+		for _, sub := range []string{"workload", "agent", ""} {
+			if err := rmdirRetry(filepath.Join(d, sub)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func rmdirRetry(dir string) error {
+	delay := 100 * time.Microsecond
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("remove cgroup %s: %w", dir, err)
+		}
+		time.Sleep(delay)
+		delay = min(delay*2, 50*time.Millisecond)
+	}
+}
+
+func writeFile(path, value string) error {
+	if path == "" {
+		return errors.New("controller not available")
+	}
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(value)); err != nil {
+		return fmt.Errorf("write %q to %s: %w", value, path, err)
+	}
+	return nil
+}
+
+func exists(path string) bool {
+	if path == "" {
+		return false
+	}
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func readUint(path string) (uint64, error) {
+	if path == "" {
+		return 0, errors.New("controller not available")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return 0, nil
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+// readKey reads "key value" lines (memory.events, cpu.stat, oom_control).
+func readKey(path, key string) (uint64, error) {
+	if path == "" {
+		return 0, errors.New("controller not available")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		f := strings.Fields(string(line))
+		if len(f) == 2 && f[0] == key {
+			return strconv.ParseUint(f[1], 10, 64)
+		}
+	}
+	return 0, nil
+}

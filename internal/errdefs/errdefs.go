@@ -1,0 +1,99 @@
+// Package errdefs defines warren's error classes. Every layer wraps its
+// errors with one of these classes; each transport maps a class to its own
+// status (HTTP status and envelope code, later Connect code and MCP error) in
+// exactly one place. Callers classify with errors.Is, never by message text.
+package errdefs
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Class is one error class. Its String is the snake_case code that goes on
+// the wire in the error envelope.
+type Class struct{ code string }
+
+func (c *Class) Error() string  { return c.code }
+func (c *Class) String() string { return c.code }
+
+// The classes, named after the envelope codes in DESIGN.md.
+var (
+	ErrInvalidArgument   = &Class{"invalid_argument"}
+	ErrUnauthenticated   = &Class{"unauthenticated"}
+	ErrPermissionDenied  = &Class{"permission_denied"}
+	ErrNotFound          = &Class{"not_found"}
+	ErrConflict          = &Class{"conflict"}
+	ErrTooLarge          = &Class{"too_large"}
+	ErrResourceExhausted = &Class{"resource_exhausted"}
+	ErrUnavailable       = &Class{"unavailable"}
+	ErrInternal          = &Class{"internal"}
+)
+
+var classes = []*Class{
+	ErrInvalidArgument, ErrUnauthenticated, ErrPermissionDenied, ErrNotFound,
+	ErrConflict, ErrTooLarge, ErrResourceExhausted, ErrUnavailable, ErrInternal,
+}
+
+// classified is an error with a class and a human sentence.
+type classified struct {
+	class      *Class
+	msg        string
+	cause      error
+	retryAfter time.Duration
+}
+
+func (e *classified) Error() string {
+	if e.cause != nil && e.msg == "" {
+		return e.cause.Error()
+	}
+	return e.msg
+}
+
+func (e *classified) Is(target error) bool { return target == e.class }
+func (e *classified) Unwrap() error        { return e.cause }
+
+// New returns an error of class c whose message is the formatted text. A %w
+// verb in format keeps the wrapped error reachable through errors.Is/As.
+func New(c *Class, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &classified{class: c, msg: err.Error(), cause: errors.Unwrap(err)}
+}
+
+// WithRetryAfter returns an error of class c that tells the client when to
+// retry (rate limits, a full daemon).
+func WithRetryAfter(c *Class, after time.Duration, format string, args ...any) error {
+	return &classified{class: c, msg: fmt.Sprintf(format, args...), retryAfter: after}
+}
+
+// ClassOf returns the class of err, or ErrInternal when err carries none.
+func ClassOf(err error) *Class {
+	for _, c := range classes {
+		if errors.Is(err, c) {
+			return c
+		}
+	}
+	return ErrInternal
+}
+
+// FromCode returns the class with the given envelope code, or ErrInternal.
+func FromCode(code string) *Class {
+	for _, c := range classes {
+		if c.code == code {
+			return c
+		}
+	}
+	return ErrInternal
+}
+
+// RetryAfter returns how long the client should wait, if err says so.
+func RetryAfter(err error) (time.Duration, bool) {
+	var ce *classified
+	if errors.As(err, &ce) && ce.retryAfter > 0 {
+		return ce.retryAfter, true
+	}
+	return 0, false
+}
+
+// Is reports whether err belongs to class c.
+func Is(err error, c *Class) bool { return errors.Is(err, c) }

@@ -1,0 +1,354 @@
+// Package nsinit is the code of `warren init`: the first program in a new
+// sandbox. The daemon starts it in new PID, mount, UTS, IPC and network
+// namespaces; it joins the session's cgroup, enters a cgroup namespace,
+// assembles the root filesystem, pivots into it, drops privileges and then
+// replaces itself with the agent.
+//
+// Everything that must hold for the whole agent process (the cgroup
+// namespace, capabilities, no_new_privs, later seccomp) is applied to the one
+// OS thread that finally calls execve, so the new program inherits exactly
+// that thread's state and no other thread's (see STACK.md, "Hardening applied
+// per thread").
+//
+// It must stay small: no goroutines of its own, no net/http, no database.
+package nsinit
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/spec"
+)
+
+// Status messages init writes to spec.FDStatus. The daemon reads them.
+const (
+	StatusMoved = 'M' // init left S for S/agent; v2 limits may now be enabled
+	StatusError = 'E' // followed by a JSON Failure and EOF
+)
+
+// Failure is what init reports when a step fails.
+type Failure struct {
+	Step  string `json:"step"`
+	Error string `json:"error"`
+}
+
+// Main runs init. It never returns: it execs the agent or exits 1.
+func Main() {
+	// The main goroutine stays on the main thread; every per-thread change
+	// below lands on it and it is the thread that execs the agent.
+	runtime.LockOSThread()
+	status := os.NewFile(spec.FDStatus, "status")
+	if err := run(status); err != nil {
+		f, _ := err.(*stepError)
+		fail := Failure{Error: err.Error()}
+		if f != nil {
+			fail.Step, fail.Error = f.step, f.err.Error()
+		}
+		b, _ := json.Marshal(fail)
+		status.Write(append([]byte{StatusError}, b...))
+		os.Exit(1)
+	}
+}
+
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+
+func step(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stepError{name, err}
+}
+
+func run(status *os.File) error {
+	s, err := spec.Read()
+	if err != nil {
+		return step("read spec", err)
+	}
+	// The agent binary: this very file, opened before the host's filesystem
+	// goes away. The agent runs from it through /proc/self/fd.
+	exe, err := unix.Open("/proc/self/exe", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return step("open own executable", err)
+	}
+	if err := joinCgroups(s); err != nil {
+		return err
+	}
+	if _, err := status.Write([]byte{StatusMoved}); err != nil {
+		return step("report cgroup placement", err)
+	}
+	if err := setupRoot(s); err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
+		return step("set hostname", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return step("bring up lo", err)
+	}
+	// The status pipe ends with the exec: the daemon reads EOF as "agent
+	// started". Everything else the agent needs is inherited.
+	if _, err := unix.FcntlInt(uintptr(spec.FDStatus), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return step("mark status pipe close-on-exec", err)
+	}
+	if err := dropPrivileges(s.Caps); err != nil {
+		return step("drop privileges", err)
+	}
+	argv := []string{"warren", "agent"}
+	err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(exe), argv, []string{})
+	return step("exec agent", err)
+}
+
+// joinCgroups moves init into S, roots a new cgroup namespace there (on this
+// thread only; the exec carries it to the agent), then moves into S/agent.
+func joinCgroups(s *spec.Sandbox) error {
+	c := s.Cgroup
+	for i := range c.Hierarchies {
+		if err := writeFD(c.SessionProcsFD(i), "0"); err != nil {
+			return step("join session cgroup", err)
+		}
+	}
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return step("enter cgroup namespace", err)
+	}
+	for i := range c.Hierarchies {
+		if err := writeFD(c.AgentProcsFD(i), "0"); err != nil {
+			return step("join agent cgroup", err)
+		}
+		unix.Close(c.SessionProcsFD(i))
+		unix.Close(c.AgentProcsFD(i))
+	}
+	return nil
+}
+
+func writeFD(fd int, v string) error {
+	_, err := unix.Pwrite(fd, []byte(v), 0)
+	return err
+}
+
+// setupRoot assembles the sandbox's root filesystem and pivots into it.
+func setupRoot(s *spec.Sandbox) error {
+	// Nothing we mount may propagate back to the host.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return step("make mounts private", err)
+	}
+	r := s.Root
+	opts := "lowerdir=" + strings.Join(r.Lower, ":") + ",upperdir=" + r.Upper + ",workdir=" + r.Work
+	if r.Volatile {
+		opts += ",volatile"
+	}
+	// nodev: a device node created in the writable layer is inert; the only
+	// devices are the ones bound into /dev below.
+	if err := unix.Mount("overlay", r.Target, "overlay", unix.MS_NODEV, opts); err != nil {
+		return step("mount root overlay", fmt.Errorf("%w (options %s)", err, opts))
+	}
+	root := r.Target
+	for _, m := range s.Mounts {
+		if err := extraMount(root, m); err != nil {
+			return err
+		}
+	}
+	if err := mountProc(root); err != nil {
+		return err
+	}
+	if err := mountDev(root); err != nil {
+		return err
+	}
+	if err := mkdirMount("sysfs", root, "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	if err := mkdirMount("tmpfs", root, "/run", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=65536k"); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(root, "run/warren"), 0o700); err != nil {
+		return step("create /run/warren", err)
+	}
+	if s.BaseDir != "" {
+		if err := os.MkdirAll(filepath.Join(root, s.BaseDir), 0o755); err != nil {
+			return step("create base directory "+s.BaseDir, err)
+		}
+	}
+	// pivot_root(".", ".") stacks the old root under the new one; detaching
+	// it leaves only the sandbox's tree (runc's technique, no put_old dir).
+	if err := unix.Chdir(root); err != nil {
+		return step("enter new root", err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return step("pivot_root", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return step("detach old root", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return step("chdir /", err)
+	}
+	return nil
+}
+
+func inRoot(root, p string) string { return filepath.Join(root, filepath.Clean("/"+p)) }
+
+func mkdirMount(source, root, target, fstype string, flags uintptr, data string) error {
+	dst := inRoot(root, target)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return step("create "+target, err)
+	}
+	if err := unix.Mount(source, dst, fstype, flags, data); err != nil {
+		return step("mount "+target, err)
+	}
+	return nil
+}
+
+func extraMount(root string, m spec.Mount) error {
+	dst := inRoot(root, m.Target)
+	switch m.Kind {
+	case "overlay":
+		opts := "lowerdir=" + m.Source + ",upperdir=" + m.Upper + ",workdir=" + m.Work + ",volatile"
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return step("create "+m.Target, err)
+		}
+		if err := unix.Mount("overlay", dst, "overlay", unix.MS_NODEV, opts); err != nil {
+			return step("mount overlay on "+m.Target, err)
+		}
+	case "bind":
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return step("create "+m.Target, err)
+		}
+		if err := bind(m.Source, dst, m.ReadOnly, unix.MS_NODEV|unix.MS_NOSUID); err != nil {
+			return step("bind "+m.Target, err)
+		}
+	default:
+		return step("mount "+m.Target, fmt.Errorf("unknown mount kind %q", m.Kind))
+	}
+	return nil
+}
+
+// bind bind-mounts src on dst; flags and read-only need a remount to apply.
+func bind(src, dst string, readOnly bool, flags uintptr) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	if readOnly {
+		flags |= unix.MS_RDONLY
+	}
+	if flags != 0 {
+		return unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|flags, "")
+	}
+	return nil
+}
+
+func mountProc(root string) error {
+	return mkdirMount("proc", root, "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+}
+
+// devices are bound from the host's /dev: the complete list a sandbox sees.
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+func mountDev(root string) error {
+	dev := inRoot(root, "/dev")
+	if err := mkdirMount("tmpfs", root, "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=64k"); err != nil {
+		return err
+	}
+	for _, d := range devices {
+		p := filepath.Join(dev, d)
+		if err := os.WriteFile(p, nil, 0o666); err != nil {
+			return step("create /dev/"+d, err)
+		}
+		if err := bind("/dev/"+d, p, false, unix.MS_NOSUID|unix.MS_NOEXEC); err != nil {
+			return step("bind /dev/"+d, err)
+		}
+	}
+	if err := mkdirMount("devpts", root, "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"); err != nil {
+		return err
+	}
+	if err := mkdirMount("shm", root, "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=65536k"); err != nil {
+		return err
+	}
+	links := [][2]string{{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}}
+	for _, l := range links {
+		if err := os.Symlink(l[0], filepath.Join(dev, l[1])); err != nil {
+			return step("link /dev/"+l[1], err)
+		}
+	}
+	return nil
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// dropPrivileges cuts this thread's capabilities to keep (bounding,
+// effective, permitted and inheritable sets; ambient cleared) and sets
+// no_new_privs. The exec that follows hands exactly this state to the agent.
+//
+// Preconditions: called on the thread that will exec, after every
+// privileged step.
+func dropPrivileges(keep []int) error {
+	last, err := lastCap()
+	if err != nil {
+		return err
+	}
+	var mask [2]uint32
+	keepSet := map[int]bool{}
+	for _, c := range keep {
+		if c < 0 || c > last {
+			return fmt.Errorf("capability %d is unknown to this kernel", c)
+		}
+		keepSet[c] = true
+		mask[c/32] |= 1 << (c % 32)
+	}
+	for c := 0; c <= last; c++ {
+		if !keepSet[c] {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+				return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+			}
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{
+		{Effective: mask[0], Permitted: mask[0], Inheritable: mask[0]},
+		{Effective: mask[1], Permitted: mask[1], Inheritable: mask[1]},
+	}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("set capabilities: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set no_new_privs: %w", err)
+	}
+	return nil
+}
+
+func lastCap() (int, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}

@@ -1,0 +1,569 @@
+// Package sandbox is the host side of isolation: it starts a sandbox (a
+// re-exec of this binary as `warren init` in new namespaces), places it in
+// its cgroup, connects to its agent, and tears everything down again. It
+// knows nothing about HTTP, tenants or sessions' lifecycles.
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/cgroup"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/nsinit"
+	"github.com/warrenhq/warren/internal/spec"
+)
+
+// DefaultCaps are the capabilities sandboxed root keeps: Docker's default
+// set without CAP_MKNOD (no device nodes; there is no device cgroup rule to
+// make them harmless), CAP_NET_RAW (no raw packets) and CAP_AUDIT_WRITE.
+var DefaultCaps = []int{
+	unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER, unix.CAP_FSETID,
+	unix.CAP_KILL, unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_SETPCAP,
+	unix.CAP_NET_BIND_SERVICE, unix.CAP_SYS_CHROOT, unix.CAP_SETFCAP,
+}
+
+// Runtime starts sandboxes.
+type Runtime struct {
+	dir     string // sessions' state: <data>/sessions
+	cgroups *cgroup.Hierarchy
+	exe     string
+}
+
+// NewRuntime returns a runtime that keeps per-sandbox state under dir and
+// places sandboxes under the cgroup hierarchy h.
+func NewRuntime(dir string, h *cgroup.Hierarchy) (*Runtime, error) {
+	if err := CheckPath(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := h.Setup(); err != nil {
+		return nil, err
+	}
+	return &Runtime{dir: dir, cgroups: h, exe: "/proc/self/exe"}, nil
+}
+
+// Cgroups returns the runtime's cgroup hierarchy.
+func (r *Runtime) Cgroups() *cgroup.Hierarchy { return r.cgroups }
+
+// Dir is where sandboxes keep their state.
+func (r *Runtime) Dir() string { return r.dir }
+
+var badPathChars = regexp.MustCompile(`[,:\\\x00\n]`)
+
+// CheckPath refuses paths that cannot go into overlayfs mount options.
+func CheckPath(p string) error {
+	if badPathChars.MatchString(p) {
+		return fmt.Errorf("path %q contains a character overlayfs cannot take (comma, colon, backslash)", p)
+	}
+	return nil
+}
+
+// Config describes one sandbox to start.
+type Config struct {
+	// Name is unique on this host; it names the state directory and cgroup.
+	Name     string
+	Hostname string
+	// Lower are the image's read-only layers, topmost first.
+	Lower []string
+	// Overlays are host directories mounted as extra writable overlays
+	// (the base image's /usr): each gets its own upper layer.
+	Overlays []Overlay
+	BaseDir  string
+	Env      []string
+	Shell    string
+	Limits   cgroup.Limits
+	// BackgroundLogBytes bounds the background output log.
+	BackgroundLogBytes int
+}
+
+// Overlay is a host directory shown at Target, writable per sandbox.
+type Overlay struct {
+	Source, Target string
+}
+
+// Sandbox is a running sandbox.
+type Sandbox struct {
+	name string
+	dir  string
+	cg   *cgroup.Session
+	pid  int
+
+	conn *agentproto.Conn
+
+	pidfd *os.File
+	done  chan struct{} // closed when PID 1 has exited and was reaped
+
+	mu      sync.Mutex
+	exitErr error
+	oomSeen uint64 // OOM kills already attributed
+}
+
+// Start creates and starts a sandbox; on failure nothing of it remains.
+func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error) {
+	if c.Name == "" || filepath.Base(c.Name) != c.Name || c.Name[0] == '.' {
+		return nil, fmt.Errorf("bad sandbox name %q", c.Name)
+	}
+	dir := filepath.Join(r.dir, c.Name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	cleanup := []func(){func() { os.RemoveAll(dir) }}
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+	for _, d := range []string{"upper", "work", "rootfs"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	sp := &spec.Sandbox{
+		Version:  spec.Version,
+		ID:       c.Name,
+		Hostname: c.Hostname,
+		Root: spec.Root{
+			Lower:    c.Lower,
+			Upper:    filepath.Join(dir, "upper"),
+			Work:     filepath.Join(dir, "work"),
+			Target:   filepath.Join(dir, "rootfs"),
+			Volatile: true,
+		},
+		BaseDir:            c.BaseDir,
+		Env:                c.Env,
+		Shell:              c.Shell,
+		Caps:               DefaultCaps,
+		BackgroundLogBytes: c.BackgroundLogBytes,
+	}
+	for i, o := range c.Overlays {
+		od := filepath.Join(dir, "ov"+strconv.Itoa(i))
+		for _, d := range []string{od, od + "/upper", od + "/work"} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		sp.Mounts = append(sp.Mounts, spec.Mount{Kind: "overlay", Source: o.Source, Target: o.Target, Upper: od + "/upper", Work: od + "/work"})
+	}
+	for _, p := range append(append([]string{}, c.Lower...), dir) {
+		if err := CheckPath(p); err != nil {
+			return nil, err
+		}
+	}
+
+	cg, err := r.cgroups.NewSession(c.Name, c.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	cleanup = append(cleanup, func() { cg.Kill(); cg.Destroy() })
+	cgFiles, err := cg.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer cgFiles.Close()
+	sp.Cgroup = spec.Cgroup{Version: r.cgroups.Version(), Hierarchies: len(cgFiles.AgentProcs)}
+
+	specFile, err := specMemfd(sp)
+	if err != nil {
+		return nil, err
+	}
+	defer specFile.Close()
+	ln, err := listen(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer statusR.Close()
+	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		statusW.Close()
+		return nil, err
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		statusW.Close()
+		logFile.Close()
+		return nil, err
+	}
+	files := []uintptr{null.Fd(), logFile.Fd(), logFile.Fd(), specFile.Fd(), statusW.Fd(), ln.Fd()}
+	for _, f := range cgFiles.All() {
+		files = append(files, f.Fd())
+	}
+	var pidfd int = -1
+	attr := &syscall.ProcAttr{
+		Env:   []string{},
+		Files: files,
+		Sys: &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET,
+			Setsid:     true,
+			PidFD:      &pidfd,
+		},
+	}
+	pid, err := syscall.ForkExec(r.exe, []string{"warren", "init"}, attr)
+	null.Close()
+	logFile.Close()
+	statusW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox init: %w", err)
+	}
+	sb = &Sandbox{name: c.Name, dir: dir, cg: cg, pid: pid, done: make(chan struct{})}
+	if err := sb.watch(pidfd); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { sb.kill() })
+
+	if err := sb.awaitInit(ctx, statusR, cg); err != nil {
+		return nil, err
+	}
+	if err := sb.connect(ctx); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+func specMemfd(sp *spec.Sandbox) (*os.File, error) {
+	b, err := json.Marshal(sp)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.MemfdCreate("warren-spec", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "spec")
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, err
+	}
+	// Sealed: nothing can change the spec after the daemon wrote it.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seal spec: %w", err)
+	}
+	return f, nil
+}
+
+// socketPath returns a path to the agent socket of the sandbox in dir that
+// fits sockaddr_un: through /proc/self/fd of an open directory, so a long
+// data directory does not matter. The caller keeps d open while using it.
+func socketPath(dir string) (string, *os.File, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	return "/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/agent.sock", d, nil
+}
+
+// listen binds the agent's socket in the sandbox's directory on the host
+// side: sandboxed code has no path to it. The returned file is the
+// listening descriptor to pass to init.
+func listen(dir string) (*os.File, error) {
+	p, d, err := socketPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: p}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind agent socket: %w", err)
+	}
+	if err := unix.Listen(fd, 8); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "agent-listener"), nil
+}
+
+// watch reaps PID 1 when it exits, without holding a thread while waiting:
+// the pidfd becomes readable in the runtime's poller.
+func (sb *Sandbox) watch(pidfd int) error {
+	if pidfd < 0 {
+		return errors.New("kernel gave no pidfd")
+	}
+	if err := unix.SetNonblock(pidfd, true); err != nil {
+		unix.Close(pidfd)
+		return err
+	}
+	sb.pidfd = os.NewFile(uintptr(pidfd), "pidfd")
+	rc, err := sb.pidfd.SyscallConn()
+	if err != nil {
+		return err
+	}
+	go func() {
+		var ws unix.WaitStatus
+		rc.Read(func(uintptr) bool {
+			pid, err := unix.Wait4(sb.pid, &ws, unix.WNOHANG, nil)
+			return pid == sb.pid || (err != nil && !errors.Is(err, unix.EINTR))
+		})
+		sb.mu.Lock()
+		if sb.exitErr == nil {
+			sb.exitErr = fmt.Errorf("sandbox exited (%s)", describeWait(ws))
+		}
+		sb.mu.Unlock()
+		close(sb.done)
+	}()
+	return nil
+}
+
+func describeWait(ws unix.WaitStatus) string {
+	if ws.Signaled() {
+		return "killed by " + ws.Signal().String()
+	}
+	return "status " + strconv.Itoa(ws.ExitStatus())
+}
+
+// awaitInit follows init's progress until it became the agent.
+func (sb *Sandbox) awaitInit(ctx context.Context, status *os.File, cg *cgroup.Session) error {
+	type result struct {
+		msg []byte
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var buf bytes.Buffer
+		b := make([]byte, 4096)
+		for {
+			n, err := status.Read(b)
+			buf.Write(b[:n])
+			if n > 0 && buf.Len() == 1 && buf.Bytes()[0] == nsinit.StatusMoved {
+				// init left S: on v2 the workload's controllers can be
+				// enabled now, while init builds the root filesystem.
+				if err := cg.Activate(); err != nil {
+					ch <- result{err: fmt.Errorf("apply limits: %w", err)}
+					return
+				}
+			}
+			if err != nil {
+				ch <- result{msg: buf.Bytes()}
+				return
+			}
+		}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return r.err
+		}
+		msg := r.msg
+		if len(msg) > 0 && msg[0] == nsinit.StatusMoved {
+			msg = msg[1:]
+		}
+		if len(msg) == 0 {
+			return nil // the status pipe closed on exec: the agent runs
+		}
+		if msg[0] == nsinit.StatusError {
+			var f nsinit.Failure
+			if json.Unmarshal(msg[1:], &f) == nil {
+				return fmt.Errorf("sandbox init failed at %q: %s", f.Step, f.Error)
+			}
+		}
+		return fmt.Errorf("sandbox init failed: %q", msg)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (sb *Sandbox) connect(ctx context.Context) error {
+	p, d, err := socketPath(sb.dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	var dialer net.Dialer
+	c, err := dialer.DialContext(ctx, "unix", p)
+	if err != nil {
+		return fmt.Errorf("connect to agent: %w", err)
+	}
+	sb.conn = agentproto.NewConn(c, nil)
+	var rep agentproto.HelloReply
+	s, err := sb.conn.Call(agentproto.OpHello, agentproto.Hello{Version: agentproto.Version}, nil)
+	if err == nil {
+		_, err = sb.result(ctx, s, &rep)
+	}
+	if err != nil {
+		sb.conn.Close()
+		return fmt.Errorf("agent hello: %w", err)
+	}
+	return nil
+}
+
+// result waits for a call's reply, watching for the sandbox dying.
+func (sb *Sandbox) result(ctx context.Context, s *agentproto.Stream, v any) ([]byte, error) {
+	tail, err := s.Result(ctx, v)
+	if err != nil {
+		return nil, sb.callError(ctx, s, err)
+	}
+	return tail, nil
+}
+
+// callError turns a transport failure into a classified error.
+func (sb *Sandbox) callError(ctx context.Context, s *agentproto.Stream, err error) error {
+	if ctx.Err() != nil {
+		if s != nil {
+			s.Cancel()
+		}
+		return ctx.Err()
+	}
+	if errors.Is(err, agentproto.ErrClosed) {
+		select {
+		case <-sb.done:
+			return errdefs.New(errdefs.ErrUnavailable, "the sandbox is gone: %v", sb.ExitErr())
+		case <-time.After(100 * time.Millisecond):
+		}
+		return errdefs.New(errdefs.ErrUnavailable, "lost the connection to the sandbox's agent")
+	}
+	return err
+}
+
+// Name is the sandbox's unique name on this host.
+func (sb *Sandbox) Name() string { return sb.name }
+
+// Pid is the host pid of the sandbox's PID 1.
+func (sb *Sandbox) Pid() int { return sb.pid }
+
+// Done is closed once the sandbox's PID 1 has exited.
+func (sb *Sandbox) Done() <-chan struct{} { return sb.done }
+
+// ExitErr says why the sandbox ended.
+func (sb *Sandbox) ExitErr() error {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.exitErr
+}
+
+// Stats reads the workload's resource use.
+func (sb *Sandbox) Stats() (cgroup.Stats, error) { return sb.cg.Stats() }
+
+// kill ends PID 1; the kernel then kills every process of the namespace,
+// and PID 1 is reaped only once they are all gone.
+func (sb *Sandbox) kill() {
+	if sb.pidfd != nil {
+		unix.PidfdSendSignal(int(sb.pidfd.Fd()), unix.SIGKILL, nil, 0)
+	}
+	select {
+	case <-sb.done:
+	case <-time.After(10 * time.Second):
+	}
+	if sb.conn != nil {
+		sb.conn.Close()
+	}
+	if sb.pidfd != nil {
+		sb.pidfd.Close()
+	}
+}
+
+// Destroy kills the sandbox and removes its cgroup and state directory.
+func (sb *Sandbox) Destroy(ctx context.Context) error {
+	sb.mu.Lock()
+	if sb.exitErr == nil {
+		sb.exitErr = errors.New("sandbox was deleted")
+	}
+	sb.mu.Unlock()
+	sb.kill()
+	var errs []error
+	select {
+	case <-sb.done:
+	default:
+		errs = append(errs, errors.New("sandbox PID 1 did not exit"))
+		sb.cg.Kill()
+	}
+	if err := sb.cg.Destroy(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(sb.dir); err != nil {
+		errs = append(errs, fmt.Errorf("remove sandbox directory: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Remove deletes what a sandbox named name left on the host (its cgroup and
+// state directory), for sandboxes whose process is already gone, such as
+// after a daemon crash.
+func (r *Runtime) Remove(name string) error {
+	if name == "" || filepath.Base(name) != name || name[0] == '.' {
+		return fmt.Errorf("bad sandbox name %q", name)
+	}
+	cg := r.cgroups.OpenSession(name)
+	var errs []error
+	if err := cg.Kill(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := cg.Destroy(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(filepath.Join(r.dir, name)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Leftovers lists sandbox names that have a state directory or a cgroup on
+// this host.
+func (r *Runtime) Leftovers() ([]string, error) {
+	seen := map[string]bool{}
+	ents, err := os.ReadDir(r.dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range ents {
+		seen[e.Name()] = true
+	}
+	cgs, err := r.cgroups.Sessions()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range cgs {
+		seen[n] = true
+	}
+	var names []string
+	for n := range seen {
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+// OOMKills returns the number of OOM kills in the workload not reported yet,
+// and marks them reported.
+func (sb *Sandbox) OOMKills() uint64 {
+	n, err := sb.cg.OOMKills()
+	if err != nil {
+		return 0
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	d := n - sb.oomSeen
+	sb.oomSeen = n
+	return d
+}
+
+var _ io.Reader = (*agentproto.DataReader)(nil)

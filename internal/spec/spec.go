@@ -1,0 +1,119 @@
+// Package spec is the configuration blob the daemon hands to a sandbox's init
+// and agent, and the descriptor numbers they find it and their other
+// resources at. Behaviour of `warren init` and `warren agent` is driven only by
+// these descriptors, never by flags a user might pass.
+package spec
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Version of the blob; init and agent refuse another.
+const Version = 1
+
+// Descriptor numbers in the sandbox's init and agent.
+const (
+	FDSpec     = 3 // the JSON Sandbox, in a sealed memfd (init and agent)
+	FDStatus   = 4 // pipe to the daemon: init's progress and errors; closed when the agent starts
+	FDListener = 5 // the agent's listening socket, bound on the host side
+	FDCgroup   = 6 // first cgroup descriptor; see Cgroup for the layout
+)
+
+// Sandbox describes one sandbox.
+type Sandbox struct {
+	Version  int    `json:"version"`
+	ID       string `json:"id"`
+	Hostname string `json:"hostname"`
+
+	Root   Root    `json:"root"`
+	Mounts []Mount `json:"mounts,omitempty"`
+
+	// BaseDir is the session's cwd at creation, inside the sandbox. It is
+	// created if missing, and relative file paths resolve against it.
+	BaseDir string   `json:"base_dir"`
+	Env     []string `json:"env"`
+	// Shell is the session shell inside the sandbox; empty picks /bin/bash,
+	// else /bin/sh.
+	Shell string `json:"shell,omitempty"`
+
+	// Caps are the capability numbers the sandbox keeps.
+	Caps []int `json:"caps"`
+
+	Cgroup Cgroup `json:"cgroup"`
+
+	// BackgroundLogBytes bounds the ring buffer of output written by
+	// background processes after their command returned.
+	BackgroundLogBytes int `json:"background_log_bytes"`
+}
+
+// Root is the overlay that becomes the sandbox's /.
+type Root struct {
+	Lower    []string `json:"lower"` // host paths, topmost first
+	Upper    string   `json:"upper"`
+	Work     string   `json:"work"`
+	Target   string   `json:"target"`   // host directory the overlay is mounted on (in the sandbox's mount namespace only)
+	Volatile bool     `json:"volatile"` // skip syncs of the upper layer; it never outlives a host crash anyway
+}
+
+// Mount is an extra mount inside the new root.
+type Mount struct {
+	Kind     string `json:"kind"`   // "overlay" or "bind"
+	Source   string `json:"source"` // host path: the bind source or the overlay's lower dir
+	Target   string `json:"target"` // path inside the sandbox
+	Upper    string `json:"upper,omitempty"`
+	Work     string `json:"work,omitempty"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// Cgroup says how many cgroup descriptors follow FDCgroup: Hierarchies
+// session-procs files, then as many agent-procs files, then on v1 as many
+// workload tasks files or on v2 one workload directory.
+type Cgroup struct {
+	Version     int `json:"version"`
+	Hierarchies int `json:"hierarchies"`
+}
+
+// SessionProcsFD returns the descriptor of S/cgroup.procs in hierarchy i.
+func (c Cgroup) SessionProcsFD(i int) int { return FDCgroup + i }
+
+// AgentProcsFD returns the descriptor of S/agent/cgroup.procs in hierarchy i.
+func (c Cgroup) AgentProcsFD(i int) int { return FDCgroup + c.Hierarchies + i }
+
+// WorkloadFD returns the descriptor of S/workload/tasks in hierarchy i (v1),
+// or of the S/workload directory (v2, i == 0).
+func (c Cgroup) WorkloadFD(i int) int { return FDCgroup + 2*c.Hierarchies + i }
+
+// WorkloadFDs is the number of workload descriptors.
+func (c Cgroup) WorkloadFDs() int {
+	if c.Version == 2 {
+		return 1
+	}
+	return c.Hierarchies
+}
+
+// LastFD is the highest descriptor the sandbox inherits.
+func (c Cgroup) LastFD() int { return FDCgroup + 2*c.Hierarchies + c.WorkloadFDs() - 1 }
+
+// Read decodes the blob from fd FDSpec (read from offset 0, so both init and
+// agent can read it).
+func Read() (*Sandbox, error) {
+	f := os.NewFile(FDSpec, "spec")
+	if f == nil {
+		return nil, fmt.Errorf("no spec descriptor")
+	}
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<24))
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	var s Sandbox
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	if s.Version != Version {
+		return nil, fmt.Errorf("spec version %d, want %d", s.Version, Version)
+	}
+	return &s, nil
+}
