@@ -36,14 +36,16 @@ func (a *Agent) resolve(p string) (string, error) {
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", errdefs.New(errdefs.ErrInvalidArgument, "path contains a NUL byte")
 	}
+	// No lexical cleaning: "a/../b" is left to the kernel, which follows
+	// symlinks as the shell would. Everything resolves inside the sandbox.
 	if !path.IsAbs(p) {
 		base := a.spec.BaseDir
 		if base == "" {
 			base = "/"
 		}
-		p = path.Join(base, p)
+		p = strings.TrimSuffix(base, "/") + "/" + p
 	}
-	return path.Clean(p), nil
+	return p, nil
 }
 
 func (a *Agent) fileOp(ctx context.Context, s *agentproto.Stream, op agentproto.Op, req *agentproto.FileRequest) {
@@ -168,8 +170,8 @@ func readFile(ctx context.Context, s *agentproto.Stream, p string, max int64) (i
 // same directory, renamed into place at the end: a failed upload leaves the
 // old file untouched.
 func writeFile(ctx context.Context, s *agentproto.Stream, p string, mode uint32, max int64) (int64, error) {
-	if p == "/" {
-		return 0, errdefs.New(errdefs.ErrInvalidArgument, "/ is a directory")
+	if strings.HasSuffix(p, "/") {
+		return 0, errdefs.New(errdefs.ErrInvalidArgument, "%s is a directory", p)
 	}
 	dir := path.Dir(p)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -313,7 +315,7 @@ func mkdirAll(p string) error {
 }
 
 func remove(p string, recursive bool) error {
-	if p == "/" {
+	if path.Clean(p) == "/" {
 		return errdefs.New(errdefs.ErrInvalidArgument, "refusing to remove /")
 	}
 	if _, err := os.Lstat(p); err != nil {

@@ -37,52 +37,71 @@ const (
 	inPath  = runDir + "/in"
 )
 
-// The status protocol: 'S' when the command's redirections are in place and
-// it starts; 'E' status NUL export-text NUL when it ended.
+// The status protocol: 'S' seq NUL when the command's redirections are in
+// place and it starts; 'E' seq SP status NUL export-text NUL when it ended.
+// seq echoes the token's sequence number, so a report the driver makes for
+// any other reason (a late abort signal interrupting its read) is ignored.
 const (
 	evStarted = 'S'
 	evEnded   = 'E'
 	evGone    = 0 // the status pipe hit EOF: the shell is gone
 )
 
-// bashDriver is the driver for bash. It runs a command with `eval` of the
-// file's text; the loop condition reports the previous command, so even a
-// `continue` or `break` typed by the user still gets reported. (`break 2`
-// leaves the driver: the shell exits and is restarted with its state.)
+// abortSignal makes the driver abandon the running command and keep the
+// shell. Its trap arms only while a command runs (the sourced command file
+// is on the call stack): it turns on extdebug with a DEBUG trap that
+// simulates `return` in every frame down to the command file, so loops,
+// pipelines, command substitutions and the command's own shell functions
+// all unwind, and nothing after them runs. The driver clears the trap before
+// it reports. A late signal, arriving after the command ended, does nothing.
+const abortSignal = unix.SIGUSR2
+
+// bashDriver is the driver for bash. The command is sourced at top level,
+// so `return` ends it and the abort can unwind it; the loop condition
+// reports the previous command, so even a `continue` or `break` typed by the
+// user still gets reported. (`break 2` leaves the driver: the shell exits and
+// is restarted with its state.)
 const bashDriver = `__warren_ret() { return "$1"; }
+__warren_unwind() { [[ " ${FUNCNAME[*]:1} " == *" source "* ]] && return 2; return 0; }
+__warren_abort() { [[ " ${FUNCNAME[*]:1} " == *" source "* ]] || return 1; __warren_aborting=1; builtin shopt -s extdebug; builtin trap __warren_unwind DEBUG; }
+builtin trap '__warren_abort && builtin return 124' USR2
 builtin shopt -s expand_aliases
 while :; do
-while __warren_st=$?; builtin printf 'E%s\0' "$__warren_st" >&249; builtin export -p >&249; builtin printf '\0' >&249; builtin read -r -u 248 __warren_tok; do
+while __warren_st=$?; [[ -z $__warren_aborting ]] || { __warren_aborting=; builtin trap - DEBUG; builtin shopt -u extdebug; }; builtin printf 'E%s %s\0' "$__warren_seq" "$__warren_st" >&249; builtin export -p >&249; builtin printf '\0' >&249; builtin read -r -u 248 __warren_seq __warren_tok; do
 case $__warren_tok in
-i) { builtin printf S >&249; { __warren_ret "$__warren_st"; builtin eval "$(</run/warren/cmd)"; } 248<&- 249>&-; } </run/warren/in >/run/warren/out 2>/run/warren/err ;;
-*) { builtin printf S >&249; { __warren_ret "$__warren_st"; builtin eval "$(</run/warren/cmd)"; } 248<&- 249>&-; } </dev/null >/run/warren/out 2>/run/warren/err ;;
+i) { builtin printf 'S%s\0' "$__warren_seq" >&249; { __warren_ret "$__warren_st"; builtin source /run/warren/cmd; } 248<&- 249>&-; } </run/warren/in >/run/warren/out 2>/run/warren/err ;;
+*) { builtin printf 'S%s\0' "$__warren_seq" >&249; { __warren_ret "$__warren_st"; builtin source /run/warren/cmd; } 248<&- 249>&-; } </dev/null >/run/warren/out 2>/run/warren/err ;;
 esac
 done
 done
 `
 
 // shDriver is the POSIX variant for images without bash (dash, busybox ash):
-// descriptors above 9 are not portable, and the command is sourced with `.`.
-// A syntax error exits a POSIX non-interactive shell; the agent then restarts
-// it with its cwd and environment.
+// descriptors above 9 are not portable, and there is no DEBUG trap, so an
+// abort returns from the innermost function or the command file only; what
+// keeps running is cut off with the shell after the grace period. A syntax
+// error exits a POSIX non-interactive shell. In both cases the agent restarts
+// the shell with its cwd and environment.
 const shDriver = `__warren_ret() { return "$1"; }
+trap 'return 124 2>/dev/null' USR2
 while :; do
-while __warren_st=$?; printf 'E%s\0' "$__warren_st" >&9; export -p >&9; printf '\0' >&9; read -r __warren_tok <&8; do
+while __warren_st=$?; printf 'E%s %s\0' "$__warren_seq" "$__warren_st" >&9; export -p >&9; printf '\0' >&9; read -r __warren_seq __warren_tok <&8; do
 case $__warren_tok in
-i) { printf S >&9; { __warren_ret "$__warren_st"; . /run/warren/cmd; } 8<&- 9>&-; } </run/warren/in >/run/warren/out 2>/run/warren/err ;;
-*) { printf S >&9; { __warren_ret "$__warren_st"; . /run/warren/cmd; } 8<&- 9>&-; } </dev/null >/run/warren/out 2>/run/warren/err ;;
+i) { printf 'S%s\0' "$__warren_seq" >&9; { __warren_ret "$__warren_st"; . /run/warren/cmd; } 8<&- 9>&-; } </run/warren/in >/run/warren/out 2>/run/warren/err ;;
+*) { printf 'S%s\0' "$__warren_seq" >&9; { __warren_ret "$__warren_st"; . /run/warren/cmd; } 8<&- 9>&-; } </dev/null >/run/warren/out 2>/run/warren/err ;;
 esac
 done
 done
 `
 
-// killGrace is how long a timed-out command's shell gets to report after the
-// command's processes were killed, before the shell itself is killed (it is
-// then looping in builtins) and restarted.
-const killGrace = 300 * time.Millisecond
+// abortGrace is how long a timed-out command gets to unwind after the abort
+// signal before the shell itself is killed (a trap of the user's own, or a
+// wedged shell) and restarted.
+const abortGrace = time.Second
 
 type shellEvent struct {
 	kind   byte
+	seq    string
 	status int
 	env    []byte
 }
@@ -107,7 +126,8 @@ type shell struct {
 
 	// Owned by the holder of the turn.
 	proc      *shellProc
-	started   bool // a shell has run before: the next start is a restart
+	started   bool   // a shell has run before: the next start is a restart
+	seq       uint64 // sequence number of the last command
 	cwd       string
 	env       []string
 	envBlob   []byte
@@ -308,7 +328,12 @@ func readStatus(f *os.File, events chan<- shellEvent) {
 		}
 		switch b {
 		case evStarted:
-			events <- shellEvent{kind: evStarted}
+			seq, err := br.ReadString(0)
+			if err != nil {
+				events <- shellEvent{kind: evGone}
+				return
+			}
+			events <- shellEvent{kind: evStarted, seq: strings.TrimSuffix(seq, "\x00")}
 		case evEnded:
 			st, err1 := br.ReadString(0)
 			env, err2 := br.ReadBytes(0)
@@ -316,8 +341,9 @@ func readStatus(f *os.File, events chan<- shellEvent) {
 				events <- shellEvent{kind: evGone}
 				return
 			}
-			code, _ := strconv.Atoi(strings.TrimSuffix(st, "\x00"))
-			events <- shellEvent{kind: evEnded, status: code, env: env[:len(env)-1]}
+			seq, code, _ := strings.Cut(strings.TrimSuffix(st, "\x00"), " ")
+			n, _ := strconv.Atoi(code)
+			events <- shellEvent{kind: evEnded, seq: seq, status: n, env: env[:len(env)-1]}
 		}
 	}
 }
@@ -438,7 +464,9 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 	}
 	sh.outHeld, sh.errHeld = false, false
 	var inF *os.File
-	token := "n\n"
+	sh.seq++
+	seq := strconv.FormatUint(sh.seq, 10)
+	flag := "n"
 	if stdin != nil {
 		unix.Unlink(inPath)
 		if err := unix.Mkfifo(inPath, 0o600); err != nil {
@@ -455,8 +483,9 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 			return res, fmt.Errorf("open %s: %w", inPath, err)
 		}
 		inF = os.NewFile(uintptr(fd), inPath)
-		token = "i\n"
+		flag = "i"
 	}
+	token := seq + " " + flag + "\n"
 	since := lastPid()
 	p := sh.proc
 	if _, err := p.tok.Write([]byte(token)); err != nil {
@@ -480,13 +509,33 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 	var closeIn sync.Once
 	timeout := time.NewTimer(req.Timeout)
 	defer timeout.Stop()
-	var grace <-chan time.Time
+	var abort *time.Ticker // while aborting: re-signal and re-kill
+	var abortC <-chan time.Time
+	var giveUp <-chan time.Time
 	done := ctx.Done()
 	gone := false
+	startAbort := func() {
+		if abort != nil {
+			return
+		}
+		unix.Kill(p.pid, abortSignal)
+		killStarted(sh.a.reaper, p.pid, since, false)
+		abort = time.NewTicker(20 * time.Millisecond)
+		abortC = abort.C
+		giveUp = time.After(abortGrace)
+	}
+	defer func() {
+		if abort != nil {
+			abort.Stop()
+		}
+	}()
 loop:
 	for {
 		select {
 		case ev := <-p.events:
+			if ev.kind != evGone && ev.seq != seq {
+				continue // a stale report
+			}
 			switch ev.kind {
 			case evStarted:
 				cols = append(cols, collect(outF, agentproto.ChanStdout, out), collect(errF, agentproto.ChanStderr, out))
@@ -509,19 +558,22 @@ loop:
 			}
 		case <-timeout.C:
 			res.TimedOut = true
-			killStarted(sh.a.reaper, p.pid, since, false)
-			grace = time.After(killGrace)
+			startAbort()
 		case <-done:
 			done = nil
-			if grace == nil {
-				killStarted(sh.a.reaper, p.pid, since, false)
-				grace = time.After(killGrace)
-			}
-		case <-grace:
-			// Still no report: the shell itself is busy (a builtin loop).
+			startAbort()
+		case <-abortC:
+			unix.Kill(p.pid, abortSignal)
+			killStarted(sh.a.reaper, p.pid, since, false)
+		case <-giveUp:
+			// The shell did not unwind (its own trap for the signal, or
+			// wedged): it goes too, and is restarted with its state.
+			abortC, giveUp = nil, nil
 			killStarted(sh.a.reaper, p.pid, since, true)
-			grace = nil
 		}
+	}
+	if res.TimedOut && !gone {
+		res.ExitCode = 124
 	}
 	if inF != nil {
 		closeIn.Do(func() { inF.Close() })

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/warrenhq/warren/client"
+)
+
+// DefaultAddr is the daemon's address when neither --addr nor WARREN_ADDR
+// names one.
+const DefaultAddr = "http://127.0.0.1:7433"
+
+// Main runs warren's command line with args (without the program name) and
+// returns the process's exit code: 0, 1 on an error (printed to stderr as
+// "warren: <message>"), or for exec and run the command's own exit code.
+func Main(args []string) int {
+	return run(context.Background(), args, &app{
+		stdin:  os.Stdin,
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		getenv: os.Getenv,
+		now:    time.Now,
+	})
+}
+
+// app is what the client commands share: the process's streams and
+// environment (replaced in tests) and the persistent flags.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	now            func() time.Time
+
+	addr, token string // --addr and --token
+}
+
+// exitError ends warren with exit code code. A non-empty msg is printed
+// as "warren: msg"; an empty one prints nothing more, because the command's
+// own output (or the reports before it) already said it all. exec and run
+// return it with the command's exit code.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
+	return fmt.Sprintf("exit status %d", e.code)
+}
+
+// run builds the root command, runs it with args and returns the exit code.
+func run(ctx context.Context, args []string, a *app) int {
+	root := newRootCommand(a)
+	root.SetArgs(args)
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	err := root.ExecuteContext(ctx)
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ee.msg != "" {
+			fmt.Fprintf(a.stderr, "warren: %s\n", ee.msg)
+		}
+		return ee.code
+	case errors.Is(err, syscall.ECONNREFUSED):
+		fmt.Fprintf(a.stderr, "warren: %v\nwarren: is the daemon running (warren serve)? --addr or WARREN_ADDR name it\n", err)
+		return 1
+	default:
+		fmt.Fprintf(a.stderr, "warren: %v\n", err)
+		return 1
+	}
+}
+
+// newRootCommand builds the "warren" command with every subcommand.
+func newRootCommand(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "warren",
+		Short:         "warren runs isolated, stateful Linux sandboxes for AI agents and untrusted code",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.addr, "addr", "", "daemon address (env WARREN_ADDR, default "+DefaultAddr+")")
+	pf.StringVar(&a.token, "token", "", "API key sent as a bearer token (env WARREN_TOKEN)")
+
+	addDaemonCommands(root)
+	root.AddCommand(
+		newSessionCommand(a),
+		newExecCommand(a),
+		newRunCommand(a),
+		newCpCommand(a),
+		newImageCommand(a),
+	)
+	return root
+}
+
+// client returns a client of the daemon that the flags and environment name.
+func (a *app) client() *client.Client {
+	addr := a.addr
+	if addr == "" {
+		addr = a.getenv("WARREN_ADDR")
+	}
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	token := a.token
+	if token == "" {
+		token = a.getenv("WARREN_TOKEN")
+	}
+	opts := []client.Option{client.WithUserAgent("warren-cli")}
+	if token != "" {
+		opts = append(opts, client.WithToken(token))
+	}
+	return client.New(addr, opts...)
+}
+
+// warn prints a note for the user to stderr.
+func (a *app) warn(format string, args ...any) {
+	fmt.Fprintf(a.stderr, "warren: "+format+"\n", args...)
+}

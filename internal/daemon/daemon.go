@@ -1,0 +1,182 @@
+// Package daemon wires warren's daemon together: configuration, store,
+// images, cgroups, runtime, session manager and the API server, with
+// start-up and shutdown in a fixed order.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/cgroup"
+	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/httpapi"
+	"github.com/warrenhq/warren/internal/image"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// Version is set at build time (-ldflags "-X ...daemon.Version=...").
+var Version = "dev"
+
+// Daemon is a running warren daemon.
+type Daemon struct {
+	cfg     config.Config
+	log     *slog.Logger
+	lock    *os.File
+	store   *store.SQLite
+	images  *image.Store
+	cgroups *cgroup.Hierarchy
+	manager *session.Manager
+	api     *httpapi.Server
+	ln      net.Listener
+	srv     *http.Server
+}
+
+// New prepares a daemon: it takes the data directory, opens the store and
+// image store, recovers from a previous run and binds the listen address.
+// On error everything acquired so far is released.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d = &Daemon{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			d.release()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	d.lock, err = lockDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	d.store, err = store.Open(filepath.Join(cfg.DataDir, "warren.db"))
+	if err != nil {
+		return nil, err
+	}
+	d.images, err = image.Open(filepath.Join(cfg.DataDir, "images"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.images.EnsureBase(); err != nil {
+		return nil, fmt.Errorf("prepare the base image: %w", err)
+	}
+	d.cgroups, err = cgroup.Detect(cfg.CgroupParent)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := sandbox.NewRuntime(filepath.Join(cfg.DataDir, "sessions"), d.cgroups)
+	if err != nil {
+		return nil, err
+	}
+	d.manager = session.NewManager(cfg.Session, d.store, rt, d.images, log)
+	if err := d.manager.Recover(ctx); err != nil {
+		return nil, err
+	}
+	d.api = httpapi.New(httpapi.Config{
+		Manager:    d.manager,
+		Images:     d.images,
+		Log:        log,
+		Version:    Version,
+		CgroupMode: fmt.Sprintf("v%d", d.cgroups.Version()),
+	})
+	d.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		d.manager.Close(ctx)
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	return d, nil
+}
+
+// lockDir makes sure one daemon at a time uses a data directory.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "warren.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another warren daemon is using %s", dir)
+	}
+	return f, nil
+}
+
+// Addr is the address the API listens on.
+func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
+
+// Manager returns the session manager (for tests and embedding).
+func (d *Daemon) Manager() *session.Manager { return d.manager }
+
+// Handler returns the API handler.
+func (d *Daemon) Handler() http.Handler { return d.api.Handler() }
+
+// API returns the API server.
+func (d *Daemon) API() *httpapi.Server { return d.api }
+
+// Serve answers API requests until ctx ends, then shuts down: it stops
+// accepting, lets in-flight requests finish for the grace period, deletes
+// every session and releases the data directory.
+func (d *Daemon) Serve(ctx context.Context) error {
+	d.srv = &http.Server{
+		Handler:           d.api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- d.srv.Serve(d.ln) }()
+	d.log.Info("warren is serving", "addr", "http://"+d.ln.Addr().String(), "data_dir", d.cfg.DataDir, "cgroup", fmt.Sprintf("v%d", d.cgroups.Version()), "version", Version)
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	return errors.Join(serveErr, d.Shutdown())
+}
+
+// Shutdown stops the daemon; it is safe to call more than once.
+func (d *Daemon) Shutdown() error {
+	d.log.Info("shutting down")
+	grace, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownGrace)
+	defer cancel()
+	if d.srv != nil {
+		d.srv.Shutdown(grace)
+	} else if d.ln != nil {
+		d.ln.Close()
+	}
+	// Sessions go before the remaining connections: a command still
+	// running is cut off by its sandbox's end.
+	err := d.manager.Close(context.Background())
+	if d.srv != nil {
+		d.srv.Close()
+	}
+	d.release()
+	d.log.Info("stopped")
+	return err
+}
+
+func (d *Daemon) release() {
+	if d.store != nil {
+		d.store.Close()
+		d.store = nil
+	}
+	if d.cgroups != nil {
+		d.cgroups.Teardown()
+	}
+	if d.lock != nil {
+		d.lock.Close()
+		d.lock = nil
+	}
+}

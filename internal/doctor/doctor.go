@@ -1,0 +1,330 @@
+// Package doctor checks whether a host can run warren and says how to fix
+// what is missing. Its checks do the real thing where they can (clone with
+// the namespaces, create a cgroup, start a sandbox on the data directory's
+// filesystem) rather than reading configuration.
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/cgroup"
+	"github.com/warrenhq/warren/internal/image"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Check is one finding.
+type Check struct {
+	Name     string
+	OK       bool
+	Detail   string
+	Fix      string // what to do when not OK
+	Required bool   // the daemon cannot run without it
+}
+
+// Options say what to check.
+type Options struct {
+	DataDir      string
+	CgroupParent string
+}
+
+// Run runs every check in order. Later checks that depend on a failed
+// earlier one are skipped.
+func Run(ctx context.Context, o Options) []Check {
+	var out []Check
+	add := func(c Check) bool { out = append(out, c); return c.OK }
+	add(checkKernel())
+	root := add(checkRoot())
+	add(checkNamespaces(unix.CLONE_NEWNS|unix.CLONE_NEWPID|unix.CLONE_NEWUTS|unix.CLONE_NEWIPC|unix.CLONE_NEWNET|unix.CLONE_NEWCGROUP,
+		"namespaces: mount, pid, uts, ipc, net, cgroup", true))
+	add(checkUserNS())
+	add(checkFilesystem("overlay", "overlayfs", "load the module: modprobe overlay", true))
+	add(checkSeccomp())
+	cg, cgOK := checkCgroups(o.CgroupParent)
+	add(cg)
+	add(checkDataDir(o.DataDir))
+	if root && cgOK {
+		add(checkSandbox(ctx, o))
+	}
+	return out
+}
+
+// Failed reports whether a required check failed.
+func Failed(cs []Check) bool {
+	for _, c := range cs {
+		if c.Required && !c.OK {
+			return true
+		}
+	}
+	return false
+}
+
+// Print writes the findings for people.
+func Print(w io.Writer, cs []Check) {
+	for _, c := range cs {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+			if !c.Required {
+				mark = "warn"
+			}
+		}
+		fmt.Fprintf(w, "[%s] %s: %s\n", mark, c.Name, c.Detail)
+		if !c.OK && c.Fix != "" {
+			fmt.Fprintf(w, "       fix: %s\n", c.Fix)
+		}
+	}
+}
+
+func checkKernel() Check {
+	var u unix.Utsname
+	unix.Uname(&u)
+	rel := unix.ByteSliceToString(u.Release[:])
+	c := Check{Name: "kernel", Required: true, Detail: rel}
+	var major, minor int
+	fmt.Sscanf(rel, "%d.%d", &major, &minor)
+	c.OK = major > 5 || (major == 5 && minor >= 10)
+	if !c.OK {
+		c.Fix = "warren needs Linux 5.10 or newer (pidfds, clone3 into cgroups, volatile overlays)"
+	}
+	return c
+}
+
+func checkRoot() Check {
+	c := Check{Name: "privileges", Required: true}
+	if os.Geteuid() != 0 {
+		c.Detail = fmt.Sprintf("running as uid %d", os.Geteuid())
+		c.Fix = "run the daemon as root (for example from the systemd unit)"
+		return c
+	}
+	var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	unix.Capget(&hdr, &data[0])
+	c.OK = data[0].Effective&(1<<unix.CAP_SYS_ADMIN) != 0
+	c.Detail = fmt.Sprintf("root, CapEff %08x%08x", data[1].Effective, data[0].Effective)
+	if !c.OK {
+		c.Fix = "the daemon needs CAP_SYS_ADMIN to create namespaces and mounts"
+	}
+	return c
+}
+
+// checkNamespaces clones /bin/true (or our own binary) with the flags.
+func checkNamespaces(flags uintptr, name string, required bool) Check {
+	c := Check{Name: name, Required: required}
+	cmd := exec.Command("/proc/self/exe", "version")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags}
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Run(); err != nil {
+		c.Detail = err.Error()
+		c.Fix = "the kernel or a security policy refuses new namespaces; check CONFIG_*_NS and any seccomp/AppArmor policy around the daemon"
+		return c
+	}
+	c.OK, c.Detail = true, "created"
+	return c
+}
+
+func checkUserNS() Check {
+	c := checkNamespaces(unix.CLONE_NEWUSER, "user namespaces", false)
+	if c.OK {
+		if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil {
+			c.Detail = "created (max_user_namespaces " + strings.TrimSpace(string(b)) + "); warren does not map sandboxes into them yet"
+		}
+	} else {
+		c.Fix = "enable user namespaces (sysctl user.max_user_namespaces > 0); sandboxes will need them for uid mapping"
+	}
+	return c
+}
+
+func checkFilesystem(fs, name, fix string, required bool) Check {
+	c := Check{Name: name, Required: required, Fix: fix}
+	b, err := os.ReadFile("/proc/filesystems")
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(strings.TrimPrefix(line, "nodev")) == fs {
+			c.OK, c.Detail = true, "supported by the kernel"
+			return c
+		}
+	}
+	c.Detail = fs + " is not in /proc/filesystems"
+	return c
+}
+
+func checkSeccomp() Check {
+	c := Check{Name: "seccomp", Required: false}
+	// PR_GET_SECCOMP answers 0 (not filtered) when the kernel has seccomp.
+	if _, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil {
+		c.Detail = err.Error()
+		c.Fix = "build the kernel with CONFIG_SECCOMP_FILTER"
+		return c
+	}
+	c.OK, c.Detail = true, "filters supported"
+	return c
+}
+
+func checkCgroups(parent string) (Check, bool) {
+	c := Check{Name: "cgroups", Required: true}
+	h, err := cgroup.Detect(parent)
+	if err != nil {
+		c.Detail = err.Error()
+		c.Fix = "mount cgroup v2 at /sys/fs/cgroup (or v1 with memory, pids and cpu)"
+		return c, false
+	}
+	c.Detail = fmt.Sprintf("v%d, controllers %s", h.Version(), strings.Join(h.Controllers(), ", "))
+	// Prove it: create and remove a session cgroup with limits.
+	if err := h.Setup(); err != nil {
+		c.Detail += "; cannot create the parent: " + err.Error()
+		c.Fix = "on cgroup v2, run the daemon in a delegated subtree (systemd Delegate=yes)"
+		return c, false
+	}
+	name := "doctor-" + strconv.Itoa(os.Getpid())
+	s, err := h.NewSession(name, cgroup.Limits{MemoryBytes: 64 << 20, Pids: 16, CPUs: 0.5})
+	if err == nil {
+		err = s.Activate()
+		s.Destroy()
+	}
+	if err != nil {
+		c.Detail += "; cannot create a limited cgroup: " + err.Error()
+		c.Fix = "warren must be able to create cgroups with memory, pids and cpu limits under " + parent
+		return c, false
+	}
+	c.OK = true
+	return c, true
+}
+
+func checkDataDir(dir string) Check {
+	c := Check{Name: "data dir", Required: true}
+	if err := sandbox.CheckPath(dir); err != nil {
+		c.Detail = err.Error()
+		c.Fix = "choose a data dir without commas, colons or backslashes"
+		return c
+	}
+	probe := dir
+	for {
+		if _, err := os.Stat(probe); err == nil {
+			break
+		}
+		probe = filepath.Dir(probe)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(probe, &st); err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	free := st.Bavail * uint64(st.Bsize)
+	c.Detail = fmt.Sprintf("%s (%s, %.1f GiB free)", dir, fsName(st.Type), float64(free)/(1<<30))
+	switch st.Type {
+	case unix.OVERLAYFS_SUPER_MAGIC, unix.NFS_SUPER_MAGIC:
+		c.Fix = "overlayfs cannot keep its writable layers on " + fsName(st.Type) + "; use a local ext4, xfs or btrfs"
+		return c
+	}
+	if free < 1<<30 {
+		c.Fix = "less than 1 GiB is free"
+		return c
+	}
+	c.OK = true
+	return c
+}
+
+func fsName(t int64) string {
+	switch t {
+	case unix.EXT4_SUPER_MAGIC:
+		return "ext4"
+	case unix.XFS_SUPER_MAGIC:
+		return "xfs"
+	case unix.BTRFS_SUPER_MAGIC:
+		return "btrfs"
+	case unix.TMPFS_MAGIC:
+		return "tmpfs"
+	case unix.OVERLAYFS_SUPER_MAGIC:
+		return "overlayfs"
+	case unix.NFS_SUPER_MAGIC:
+		return "nfs"
+	}
+	return fmt.Sprintf("fs 0x%x", t)
+}
+
+// checkSandbox starts a real sandbox on the data dir's filesystem (overlay,
+// pivot_root, cgroup namespace, agent) and runs a command in it.
+func checkSandbox(ctx context.Context, o Options) Check {
+	c := Check{Name: "sandbox", Required: true}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	tmp, err := os.MkdirTemp(o.DataDir, "doctor-")
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	defer os.RemoveAll(tmp)
+	images, err := image.Open(filepath.Join(tmp, "images"))
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	base, err := images.EnsureBase()
+	if err != nil {
+		c.Detail = "build the base image: " + err.Error()
+		return c
+	}
+	h, err := cgroup.Detect(o.CgroupParent)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	rt, err := sandbox.NewRuntime(filepath.Join(tmp, "sessions"), h)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	cfg := &sandbox.Config{Name: "doctor", Hostname: "doctor", Lower: []string{base.RootFS}, BaseDir: "/workspace", Env: base.Env,
+		Limits: cgroup.Limits{MemoryBytes: 128 << 20, Pids: 32, CPUs: 1}}
+	for _, d := range base.HostDirs {
+		cfg.Overlays = append(cfg.Overlays, sandbox.Overlay{Source: d, Target: d})
+	}
+	sb, err := rt.Start(ctx, cfg)
+	if err != nil {
+		c.Detail = err.Error()
+		c.Fix = "see the error: pivot_root needs the data dir on a normal local filesystem, not on a shared or rootfs mount"
+		return c
+	}
+	took := time.Since(start)
+	defer sb.Destroy(context.Background())
+	res, err := sb.Exec(ctx, &agentproto.ExecRequest{Command: "echo ok; ls /proc | grep -c '^[0-9]'", Timeout: 10 * time.Second, MaxOutput: 4096}, nil, nil)
+	if err != nil {
+		c.Detail = "started, but a command failed: " + err.Error()
+		return c
+	}
+	out := string(bytes.TrimSpace(res.Stdout))
+	if res.ExitCode != 0 || !strings.HasPrefix(out, "ok") {
+		c.Detail = fmt.Sprintf("a command answered %d: %q %q", res.ExitCode, res.Stdout, res.Stderr)
+		return c
+	}
+	c.OK = true
+	c.Detail = fmt.Sprintf("started in %v, ran a command (%s processes visible inside)", took.Round(time.Millisecond), strings.TrimPrefix(strings.TrimPrefix(out, "ok"), "\n"))
+	if err := sb.Destroy(context.Background()); err != nil {
+		c.OK, c.Detail = false, "teardown: "+err.Error()
+	}
+	return c
+}
+
+var _ = errors.New

@@ -1,0 +1,593 @@
+// Package httpapi serves warren's REST API (v1) over net/http. Handlers are
+// thin: they decode, call the session manager, and encode; every error goes
+// through one mapping to the envelope of DESIGN.md.
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/image"
+	"github.com/warrenhq/warren/internal/session"
+)
+
+// Images is what the API needs of the image store.
+type Images interface {
+	List() ([]*image.Image, error)
+	ImportTar(ctx context.Context, name string, r io.Reader) (*image.Image, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	Manager    *session.Manager
+	Images     Images
+	Log        *slog.Logger
+	Version    string
+	CgroupMode string
+	// MaxJSONBytes caps JSON request bodies (default 8 MiB: an exec's stdin
+	// travels inside it).
+	MaxJSONBytes int64
+	// MaxImageBytes caps an image upload (default 8 GiB).
+	MaxImageBytes int64
+}
+
+// Server is the REST API.
+type Server struct {
+	cfg    Config
+	m      *session.Manager
+	log    *slog.Logger
+	mux    *http.ServeMux
+	routes []route
+}
+
+type route struct {
+	method, pattern string
+	h               http.HandlerFunc
+}
+
+// DefaultTenant owns every session until authentication names tenants.
+const DefaultTenant = "default"
+
+// New returns the API server.
+func New(cfg Config) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.MaxJSONBytes == 0 {
+		cfg.MaxJSONBytes = 8 << 20
+	}
+	if cfg.MaxImageBytes == 0 {
+		cfg.MaxImageBytes = 8 << 30
+	}
+	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Log, mux: http.NewServeMux()}
+	s.routes = []route{
+		{"POST", "/v1/sessions", s.createSession},
+		{"GET", "/v1/sessions", s.listSessions},
+		{"GET", "/v1/sessions/{id}", s.getSession},
+		{"DELETE", "/v1/sessions/{id}", s.deleteSession},
+		{"POST", "/v1/sessions/{id}/exec", s.exec},
+		{"POST", "/v1/run", s.run},
+		{"GET", "/v1/sessions/{id}/files", s.readFile},
+		{"PUT", "/v1/sessions/{id}/files", s.writeFile},
+		{"DELETE", "/v1/sessions/{id}/files", s.removeFile},
+		{"GET", "/v1/sessions/{id}/files/list", s.listFiles},
+		{"GET", "/v1/sessions/{id}/files/stat", s.statFile},
+		{"POST", "/v1/sessions/{id}/files/mkdir", s.mkdir},
+		{"GET", "/v1/sessions/{id}/archive", s.getArchive},
+		{"PUT", "/v1/sessions/{id}/archive", s.putArchive},
+		{"GET", "/v1/images", s.listImages},
+		{"POST", "/v1/images", s.importImage},
+		{"GET", "/v1/stats", s.stats},
+		{"GET", "/healthz", s.healthz},
+		{"GET", "/readyz", s.readyz},
+		{"GET", "/openapi.yaml", s.openapiYAML},
+		{"GET", "/openapi.json", s.openapiJSON},
+	}
+	for _, rt := range s.routes {
+		s.mux.HandleFunc(rt.method+" "+rt.pattern, rt.h)
+	}
+	return s
+}
+
+// Routes lists the served operations as "METHOD /path".
+func (s *Server) Routes() []string {
+	out := make([]string, 0, len(s.routes))
+	for _, r := range s.routes {
+		out = append(out, r.method+" "+r.pattern)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Handler is the API with its middleware: panics become 500 envelopes, and
+// unknown paths and wrong methods get the envelope too.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				s.writeError(w, r, errdefs.New(errdefs.ErrInternal, "internal error"))
+			}
+		}()
+		if _, pattern := s.mux.Handler(r); pattern == "" {
+			s.noRoute(w, r)
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, p := s.mux.Handler(r2); p != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeJSON(w, http.StatusMethodNotAllowed, api.Error{Error: api.ErrorBody{
+			Code:    "invalid_argument",
+			Message: fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, ", ")),
+		}})
+		return
+	}
+	s.writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+func tenant(r *http.Request) string { return DefaultTenant }
+
+func toLimits(l *api.Limits) session.Limits {
+	if l == nil {
+		return session.Limits{}
+	}
+	return session.Limits{MemoryMB: l.MemoryMB, CPUs: l.CPUs, Pids: l.Pids, DiskMB: l.DiskMB}
+}
+
+func toAPISession(in *session.Info) api.Session {
+	out := api.Session{
+		ID:         in.ID,
+		Image:      in.Image,
+		State:      string(in.State),
+		CreatedAt:  in.CreatedAt,
+		LastUsedAt: in.LastUsedAt,
+		ExpiresAt:  in.ExpiresAt(),
+		Cwd:        in.Cwd,
+		Limits:     api.Limits{MemoryMB: in.Limits.MemoryMB, CPUs: in.Limits.CPUs, Pids: in.Limits.Pids, DiskMB: in.Limits.DiskMB},
+		Network:    in.Network,
+		Labels:     in.Labels,
+		Reason:     in.Reason,
+	}
+	if in.Usage != nil {
+		out.Usage = &api.Usage{MemoryBytes: in.Usage.MemoryBytes, Pids: in.Usage.Pids, CPUSeconds: in.Usage.CPUSeconds}
+	}
+	return out
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateSessionRequest
+	if err := decodeJSON(r, &req, s.cfg.MaxJSONBytes, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sess, created, err := s.m.Create(r.Context(), tenant(r), &session.CreateRequest{
+		ID:          req.ID,
+		Image:       req.Image,
+		Env:         req.Env,
+		Cwd:         req.Cwd,
+		Limits:      toLimits(req.Limits),
+		Network:     req.Network,
+		IdleTTL:     time.Duration(req.TTLSeconds) * time.Second,
+		MaxLifetime: time.Duration(req.MaxLifetimeSeconds) * time.Second,
+		Labels:      req.Labels,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	info, err := s.m.Get(r.Context(), tenant(r), sess.ID)
+	if err != nil {
+		info = &session.Info{Session: *sess, Cwd: sess.BaseDir}
+	}
+	writeJSON(w, status, toAPISession(info))
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	infos := s.m.List(r.Context(), tenant(r))
+	out := api.SessionList{Sessions: make([]api.Session, 0, len(infos))}
+	for _, in := range infos {
+		out.Sessions = append(out.Sessions, toAPISession(in))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	info, err := s.m.Get(r.Context(), tenant(r), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPISession(info))
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := s.m.Delete(r.Context(), tenant(r), r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func toExecRequest(req *api.ExecRequest) (*session.ExecRequest, error) {
+	out := &session.ExecRequest{
+		Command:   req.Command,
+		Argv:      req.Argv,
+		Env:       req.Env,
+		Cwd:       req.Cwd,
+		Timeout:   time.Duration(req.TimeoutMs) * time.Millisecond,
+		MaxOutput: req.MaxOutputBytes,
+	}
+	if req.TimeoutMs < 0 {
+		out.Timeout = -1
+	}
+	switch {
+	case req.Stdin != nil && req.StdinBase64 != nil:
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "give either stdin or stdin_base64, not both")
+	case req.Stdin != nil:
+		out.Stdin = []byte(*req.Stdin)
+	case req.StdinBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*req.StdinBase64)
+		if err != nil {
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, "stdin_base64 is not valid base64: %v", err)
+		}
+		out.Stdin = b
+	}
+	return out, nil
+}
+
+// toAPIResult encodes output as text, with the exact bytes in base64 beside
+// it when they are not valid UTF-8.
+func toAPIResult(res *session.ExecResult) api.ExecResult {
+	out := api.ExecResult{
+		ExitCode:       res.ExitCode,
+		DurationMs:     float64(res.Duration.Microseconds()) / 1000,
+		TimedOut:       res.TimedOut,
+		Truncated:      res.Truncated,
+		ShellRestarted: res.ShellRestarted,
+		OOMKilled:      res.OOMKilled,
+	}
+	out.Stdout, out.StdoutBase64 = textOf(res.Stdout)
+	out.Stderr, out.StderrBase64 = textOf(res.Stderr)
+	if res.Signal > 0 {
+		out.Signal = signalName(res.Signal)
+	}
+	return out
+}
+
+func textOf(b []byte) (text, b64 string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), base64.StdEncoding.EncodeToString(b)
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var req api.ExecRequest
+	if err := decodeJSON(r, &req, s.cfg.MaxJSONBytes, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ereq, err := toExecRequest(&req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.m.Exec(r.Context(), tenant(r), r.PathValue("id"), ereq, nil)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPIResult(res))
+}
+
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	var req api.RunRequest
+	if err := decodeJSON(r, &req, s.cfg.MaxJSONBytes, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ereq, err := toExecRequest(&req.ExecRequest)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.m.Run(r.Context(), tenant(r), &session.RunRequest{Image: req.Image, Limits: toLimits(req.Limits), Exec: *ereq})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPIResult(res))
+}
+
+// pathParam returns the required ?path= parameter.
+func pathParam(r *http.Request) (string, error) {
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		return "", errdefs.New(errdefs.ErrInvalidArgument, "query parameter path is required")
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", badQuery("path", p, "must not contain NUL")
+	}
+	return p, nil
+}
+
+func toAPIEntry(e *agentproto.Entry) api.FileEntry {
+	return api.FileEntry{
+		Name:   e.Name,
+		Path:   e.Path,
+		Type:   e.Type,
+		Size:   e.Size,
+		Mode:   fmt.Sprintf("%04o", e.Mode),
+		MTime:  e.MTime,
+		Target: e.Target,
+	}
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request, contentType string, open func(path string) (*session.Download, error)) {
+	p, err := pathParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d, err := open(p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer d.Close()
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(d.First); err != nil {
+		return
+	}
+	if _, err := io.Copy(w, d); err != nil {
+		// Headers are gone: the only honest signal left is to break the
+		// connection, so the client sees a truncated body, not a short one.
+		panic(http.ErrAbortHandler)
+	}
+	if err := d.Err(); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
+	s.download(w, r, "application/octet-stream", func(p string) (*session.Download, error) {
+		return s.m.ReadFile(r.Context(), tenant(r), r.PathValue("id"), p)
+	})
+}
+
+func (s *Server) getArchive(w http.ResponseWriter, r *http.Request) {
+	s.download(w, r, "application/x-tar", func(p string) (*session.Download, error) {
+		return s.m.GetArchive(r.Context(), tenant(r), r.PathValue("id"), p)
+	})
+}
+
+// uploadBody caps an upload at the daemon's file limit.
+func (s *Server) uploadBody(w http.ResponseWriter, r *http.Request) (io.Reader, error) {
+	max := s.m.MaxFileBytes()
+	if r.ContentLength > max {
+		return nil, errdefs.New(errdefs.ErrTooLarge, "the body of %d bytes exceeds the limit of %d bytes", r.ContentLength, max)
+	}
+	return http.MaxBytesReader(w, r.Body, max), nil
+}
+
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
+	p, err := pathParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var mode uint32
+	if v := r.URL.Query().Get("mode"); v != "" {
+		m, err := strconv.ParseUint(v, 8, 32)
+		if err != nil || m > 0o7777 {
+			s.writeError(w, r, badQuery("mode", v, "must be octal permission bits such as 0644"))
+			return
+		}
+		mode = uint32(m)
+	}
+	body, err := s.uploadBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := s.m.WriteFile(r.Context(), tenant(r), r.PathValue("id"), p, mode, body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FileWritten{Path: p, Size: n})
+}
+
+func (s *Server) putArchive(w http.ResponseWriter, r *http.Request) {
+	p, err := pathParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	body, err := s.uploadBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := s.m.PutArchive(r.Context(), tenant(r), r.PathValue("id"), p, body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FileWritten{Path: p, Size: n})
+}
+
+func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
+	p, err := pathParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	recursive := false
+	if v := r.URL.Query().Get("recursive"); v != "" {
+		recursive, err = strconv.ParseBool(v)
+		if err != nil {
+			s.writeError(w, r, badQuery("recursive", v, "must be true or false"))
+			return
+		}
+	}
+	if err := s.m.Remove(r.Context(), tenant(r), r.PathValue("id"), p, recursive); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
+	p, err := pathParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	entries, err := s.m.ListFiles(r.Context(), tenant(r), r.PathValue("id"), p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.FileList{Entries: make([]api.FileEntry, 0, len(entries))}
+	for i := range entries {
+		out.Entries = append(out.Entries, toAPIEntry(&entries[i]))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
+	p, err := pathParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	e, err := s.m.Stat(r.Context(), tenant(r), r.PathValue("id"), p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPIEntry(e))
+}
+
+func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
+	p, err := pathParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	e, err := s.m.Mkdir(r.Context(), tenant(r), r.PathValue("id"), p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPIEntry(e))
+}
+
+func toAPIImage(im *image.Image) api.Image {
+	return api.Image{Name: im.Name, Digest: im.Digest, Size: im.Size, CreatedAt: im.CreatedAt}
+}
+
+func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
+	ims, err := s.cfg.Images.List()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.ImageList{Images: make([]api.Image, 0, len(ims))}
+	for _, im := range ims {
+		out.Images = append(out.Images, toAPIImage(im))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("name")
+	if name == "" {
+		s.writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "query parameter name is required"))
+		return
+	}
+	im, err := s.cfg.Images.ImportTar(r.Context(), name, http.MaxBytesReader(w, r.Body, s.cfg.MaxImageBytes))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toAPIImage(im))
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.Stats{
+		Sessions:    len(s.m.List(r.Context(), tenant(r))),
+		MaxSessions: s.m.Config().MaxSessions,
+		CgroupMode:  s.cfg.CgroupMode,
+		Version:     s.cfg.Version,
+	})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.m.Ready() {
+		s.writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "the daemon is shutting down"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) openapiYAML(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Write(api.OpenAPIYAML)
+}
+
+func (s *Server) openapiJSON(w http.ResponseWriter, r *http.Request) {
+	b, err := api.OpenAPIJSON()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+func signalName(n int) string {
+	names := map[int]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM", 24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS"}
+	if s, ok := names[n]; ok {
+		return s
+	}
+	return "signal " + strconv.Itoa(n)
+}

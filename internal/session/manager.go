@@ -1,0 +1,840 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenhq/warren/internal/cgroup"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/image"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Images is what the manager needs of the image store.
+type Images interface {
+	Get(name string) (*image.Image, error)
+}
+
+// Config holds the manager's limits and defaults. Zero values are replaced
+// by the defaults of DefaultConfig.
+type Config struct {
+	MaxSessions        int
+	DefaultImage       string
+	DefaultLimits      Limits
+	MaxLimits          Limits
+	DefaultIdleTTL     time.Duration
+	MaxIdleTTL         time.Duration
+	DefaultMaxLifetime time.Duration
+	MaxLifetime        time.Duration
+	DefaultTimeout     time.Duration
+	MaxTimeout         time.Duration
+	DefaultMaxOutput   int64
+	MaxOutput          int64
+	MaxFileBytes       int64
+	ReapInterval       time.Duration
+	CreateTimeout      time.Duration
+	BackgroundLogBytes int
+}
+
+// DefaultConfig is what a daemon without configuration uses.
+func DefaultConfig() Config {
+	return Config{
+		MaxSessions:        100,
+		DefaultImage:       "base",
+		DefaultLimits:      Limits{MemoryMB: 512, CPUs: 1, Pids: 256},
+		MaxLimits:          Limits{MemoryMB: 16384, CPUs: 16, Pids: 32768},
+		DefaultIdleTTL:     30 * time.Minute,
+		MaxIdleTTL:         7 * 24 * time.Hour,
+		DefaultMaxLifetime: 24 * time.Hour,
+		MaxLifetime:        30 * 24 * time.Hour,
+		DefaultTimeout:     2 * time.Minute,
+		MaxTimeout:         time.Hour,
+		DefaultMaxOutput:   1 << 20,
+		MaxOutput:          16 << 20,
+		MaxFileBytes:       1 << 30,
+		ReapInterval:       time.Second,
+		CreateTimeout:      30 * time.Second,
+		BackgroundLogBytes: 64 << 10,
+	}
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig()
+	if c.MaxSessions == 0 {
+		c.MaxSessions = d.MaxSessions
+	}
+	if c.DefaultImage == "" {
+		c.DefaultImage = d.DefaultImage
+	}
+	fillLimits(&c.DefaultLimits, d.DefaultLimits)
+	fillLimits(&c.MaxLimits, d.MaxLimits)
+	for _, p := range []struct{ v, d *time.Duration }{
+		{&c.DefaultIdleTTL, &d.DefaultIdleTTL}, {&c.MaxIdleTTL, &d.MaxIdleTTL},
+		{&c.DefaultMaxLifetime, &d.DefaultMaxLifetime}, {&c.MaxLifetime, &d.MaxLifetime},
+		{&c.DefaultTimeout, &d.DefaultTimeout}, {&c.MaxTimeout, &d.MaxTimeout},
+		{&c.ReapInterval, &d.ReapInterval}, {&c.CreateTimeout, &d.CreateTimeout},
+	} {
+		if *p.v == 0 {
+			*p.v = *p.d
+		}
+	}
+	if c.DefaultMaxOutput == 0 {
+		c.DefaultMaxOutput = d.DefaultMaxOutput
+	}
+	if c.MaxOutput == 0 {
+		c.MaxOutput = d.MaxOutput
+	}
+	if c.MaxFileBytes == 0 {
+		c.MaxFileBytes = d.MaxFileBytes
+	}
+	if c.BackgroundLogBytes == 0 {
+		c.BackgroundLogBytes = d.BackgroundLogBytes
+	}
+}
+
+func fillLimits(l *Limits, d Limits) {
+	if l.MemoryMB == 0 {
+		l.MemoryMB = d.MemoryMB
+	}
+	if l.CPUs == 0 {
+		l.CPUs = d.CPUs
+	}
+	if l.Pids == 0 {
+		l.Pids = d.Pids
+	}
+}
+
+// Manager runs sessions: it is the single place where their lifecycle is
+// decided. Transports call it; it calls the store, the image store and the
+// sandbox runtime.
+type Manager struct {
+	cfg    Config
+	store  Store
+	rt     *sandbox.Runtime
+	images Images
+	log    *slog.Logger
+
+	mu      sync.Mutex // guards live and closing
+	live    map[key]*entry
+	closing bool
+
+	stop     chan struct{}
+	reaperWG sync.WaitGroup
+}
+
+type key struct{ tenant, id string }
+
+// entry is one session known to the manager.
+type entry struct {
+	ready chan struct{} // closed when creation ended, ok or not
+	gone  chan struct{} // closed when the session is deleted and removed
+	err   error         // creation failed; set before ready closes
+
+	sb *sandbox.Sandbox // set before ready closes, if creation succeeded
+
+	mu       sync.Mutex // guards rec and cwd
+	rec      *Session
+	cwd      string
+	deleting bool
+
+	inflight atomic.Int64 // calls in progress; the reaper leaves such sessions alone
+	lastUsed atomic.Int64 // unix nanoseconds
+}
+
+// NewManager returns a manager. Call Recover before serving and Close at the
+// end.
+func NewManager(cfg Config, store Store, rt *sandbox.Runtime, images Images, log *slog.Logger) *Manager {
+	cfg.fill()
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Manager{cfg: cfg, store: store, rt: rt, images: images, log: log, live: map[key]*entry{}, stop: make(chan struct{})}
+}
+
+// Config returns the manager's effective configuration.
+func (m *Manager) Config() Config { return m.cfg }
+
+// Recover makes the host agree with the store before serving: sandboxes of a
+// previous daemon run cannot be re-adopted yet, so every session the store
+// lists, and every sandbox directory or cgroup left on the host, is removed.
+// Then the reaper starts.
+func (m *Manager) Recover(ctx context.Context) error {
+	recs, err := m.store.ListSessions(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list stored sessions: %w", err)
+	}
+	names := map[string]bool{}
+	for _, r := range recs {
+		names[r.Name] = true
+		m.log.Info("removing session of a previous run", "session_id", r.ID, "tenant", r.Tenant, "sandbox", r.Name)
+		if err := m.store.DeleteSession(ctx, r.Tenant, r.ID); err != nil {
+			return fmt.Errorf("forget session %s: %w", r.ID, err)
+		}
+	}
+	left, err := m.rt.Leftovers()
+	if err != nil {
+		return fmt.Errorf("list sandbox leftovers: %w", err)
+	}
+	for _, n := range left {
+		names[n] = true
+	}
+	for n := range names {
+		if n == "" {
+			continue
+		}
+		if err := m.rt.Remove(n); err != nil {
+			m.log.Warn("could not remove sandbox leftovers", "sandbox", n, "error", err)
+		}
+	}
+	m.reaperWG.Add(1)
+	go m.reaper()
+	return nil
+}
+
+var (
+	idPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	envPattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	labelPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+)
+
+// CreateRequest is a validated-on-use request to create a session.
+type CreateRequest struct {
+	ID          string
+	Image       string
+	Env         map[string]string
+	Cwd         string
+	Limits      Limits
+	Network     string
+	IdleTTL     time.Duration
+	MaxLifetime time.Duration
+	Labels      map[string]string
+	// Hidden sessions back stateless runs; they are not listed.
+	Hidden bool
+}
+
+func invalid(format string, args ...any) error {
+	return errdefs.New(errdefs.ErrInvalidArgument, format, args...)
+}
+
+func checkEnv(env map[string]string) error {
+	if len(env) > 1024 {
+		return invalid("env has %d variables; at most 1024 are allowed", len(env))
+	}
+	size := 0
+	for k, v := range env {
+		if !envPattern.MatchString(k) {
+			return invalid("env name %q is not a valid variable name", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return invalid("env %s contains a NUL byte", k)
+		}
+		size += len(k) + len(v)
+	}
+	if size > 256<<10 {
+		return invalid("env is %d bytes; at most 256 KiB are allowed", size)
+	}
+	return nil
+}
+
+func checkPath(field, p string) error {
+	if p == "" {
+		return nil
+	}
+	if !strings.HasPrefix(p, "/") {
+		return invalid("%s %q must be an absolute path", field, p)
+	}
+	if strings.IndexByte(p, 0) >= 0 || len(p) > 4096 {
+		return invalid("%s is not a valid path", field)
+	}
+	return nil
+}
+
+func (m *Manager) resolveLimits(l Limits) (Limits, error) {
+	d, mx := m.cfg.DefaultLimits, m.cfg.MaxLimits
+	if l.MemoryMB < 0 || l.CPUs < 0 || l.Pids < 0 || l.DiskMB < 0 {
+		return l, invalid("limits must not be negative")
+	}
+	if l.DiskMB != 0 {
+		return l, invalid("limits.disk_mb is not enforced by this version of warren; leave it unset")
+	}
+	fillLimits(&l, d)
+	switch {
+	case l.MemoryMB < 16:
+		return l, invalid("limits.memory_mb must be at least 16")
+	case l.MemoryMB > mx.MemoryMB:
+		return l, invalid("limits.memory_mb %d exceeds the maximum of %d", l.MemoryMB, mx.MemoryMB)
+	case l.Pids < 8:
+		return l, invalid("limits.pids must be at least 8")
+	case l.Pids > mx.Pids:
+		return l, invalid("limits.pids %d exceeds the maximum of %d", l.Pids, mx.Pids)
+	case l.CPUs < 0.01:
+		return l, invalid("limits.cpus must be at least 0.01")
+	case l.CPUs > mx.CPUs:
+		return l, invalid("limits.cpus %g exceeds the maximum of %g", l.CPUs, mx.CPUs)
+	}
+	return l, nil
+}
+
+func newID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	b := make([]byte, 12)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "s-" + string(b)
+}
+
+// Create creates a session for tenant, or returns the existing one if the
+// request names an id the tenant already has (created is then false).
+func (m *Manager) Create(ctx context.Context, tenant string, req *CreateRequest) (s *Session, created bool, err error) {
+	rec, err := m.validateCreate(req)
+	if err != nil {
+		return nil, false, err
+	}
+	rec.Tenant = tenant
+	k := key{tenant, rec.ID}
+	for {
+		m.mu.Lock()
+		if m.closing {
+			m.mu.Unlock()
+			return nil, false, errdefs.New(errdefs.ErrUnavailable, "the daemon is shutting down")
+		}
+		e, exists := m.live[k]
+		if !exists {
+			if m.countLocked() >= m.cfg.MaxSessions {
+				m.mu.Unlock()
+				return nil, false, errdefs.New(errdefs.ErrResourceExhausted, "the daemon holds its maximum of %d sessions; delete one or raise --max-sessions", m.cfg.MaxSessions)
+			}
+			e = &entry{ready: make(chan struct{}), gone: make(chan struct{}), rec: rec}
+			e.lastUsed.Store(rec.CreatedAt.UnixNano())
+			m.live[k] = e
+			m.mu.Unlock()
+			return m.create(ctx, k, e, req.Hidden)
+		}
+		m.mu.Unlock()
+		// The id exists: wait until it settles, then return it (or
+		// create it anew if it was being deleted).
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+		if e.err != nil {
+			return nil, false, e.err
+		}
+		e.mu.Lock()
+		deleting := e.deleting
+		e.mu.Unlock()
+		if !deleting {
+			return e.snapshot(), false, nil
+		}
+		select {
+		case <-e.gone:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+func (m *Manager) countLocked() int { return len(m.live) }
+
+func (m *Manager) validateCreate(req *CreateRequest) (*Session, error) {
+	id := req.ID
+	if id == "" {
+		id = newID()
+	} else if !idPattern.MatchString(id) {
+		return nil, invalid("id %q must match [a-z0-9][a-z0-9_-]{0,62}", id)
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return nil, err
+	}
+	if err := checkPath("cwd", req.Cwd); err != nil {
+		return nil, err
+	}
+	if req.Network != "" && req.Network != "none" {
+		return nil, invalid("network %q is not supported; the only mode is \"none\" (loopback only)", req.Network)
+	}
+	limits, err := m.resolveLimits(req.Limits)
+	if err != nil {
+		return nil, err
+	}
+	ttl := req.IdleTTL
+	switch {
+	case ttl < 0:
+		return nil, invalid("ttl_seconds must not be negative")
+	case ttl == 0:
+		ttl = m.cfg.DefaultIdleTTL
+	case ttl > m.cfg.MaxIdleTTL:
+		return nil, invalid("ttl_seconds exceeds the maximum of %d", int64(m.cfg.MaxIdleTTL/time.Second))
+	}
+	life := req.MaxLifetime
+	switch {
+	case life < 0:
+		return nil, invalid("max_lifetime_seconds must not be negative")
+	case life == 0:
+		life = m.cfg.DefaultMaxLifetime
+	case life > m.cfg.MaxLifetime:
+		return nil, invalid("max_lifetime_seconds exceeds the maximum of %d", int64(m.cfg.MaxLifetime/time.Second))
+	}
+	if len(req.Labels) > 64 {
+		return nil, invalid("at most 64 labels are allowed")
+	}
+	for k, v := range req.Labels {
+		if !labelPattern.MatchString(k) {
+			return nil, invalid("label key %q must match [A-Za-z0-9][A-Za-z0-9._/-]{0,62}", k)
+		}
+		if strings.HasPrefix(k, "warren.dev/") {
+			return nil, invalid("label keys starting with warren.dev/ are reserved")
+		}
+		if len(v) > 256 || strings.IndexByte(v, 0) >= 0 {
+			return nil, invalid("label %s: the value must be at most 256 bytes of text", k)
+		}
+	}
+	img := req.Image
+	if img == "" {
+		img = m.cfg.DefaultImage
+	}
+	labels := req.Labels
+	if req.Hidden {
+		labels = map[string]string{hiddenLabel: "1"}
+	}
+	now := time.Now().UTC()
+	return &Session{
+		ID:          id,
+		Name:        sandboxName(),
+		Image:       img,
+		State:       StateCreating,
+		CreatedAt:   now,
+		LastUsedAt:  now,
+		IdleTTL:     ttl,
+		MaxLifetime: life,
+		BaseDir:     req.Cwd,
+		Env:         req.Env,
+		Limits:      limits,
+		Network:     "none",
+		Labels:      labels,
+	}, nil
+}
+
+// sandboxName returns a host-unique name for a sandbox's directory and
+// cgroup; client ids are only unique within a tenant.
+func sandboxName() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+func (m *Manager) create(ctx context.Context, k key, e *entry, hidden bool) (*Session, bool, error) {
+	// The client may go away; the creation still completes, so a retry of
+	// an idempotent create finds the session.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
+	defer cancel()
+	rec := e.rec
+	fail := func(err error) (*Session, bool, error) {
+		e.err = err
+		m.mu.Lock()
+		delete(m.live, k)
+		m.mu.Unlock()
+		close(e.ready)
+		close(e.gone)
+		return nil, false, err
+	}
+	img, err := m.images.Get(rec.Image)
+	if err != nil {
+		if errdefs.Is(err, errdefs.ErrNotFound) {
+			return fail(invalid("image %q does not exist", rec.Image))
+		}
+		return fail(err)
+	}
+	if rec.BaseDir == "" {
+		rec.BaseDir = img.WorkingDir
+	}
+	if rec.BaseDir == "" {
+		rec.BaseDir = "/workspace"
+	}
+	if err := m.store.CreateSession(ctx, rec); err != nil {
+		return fail(fmt.Errorf("record session: %w", err))
+	}
+	env := mergeEnv(img.Env, rec.Env)
+	env = append(env, "HOSTNAME="+rec.ID)
+	cfg := &sandbox.Config{
+		Name:     rec.Name,
+		Hostname: rec.ID,
+		Lower:    []string{img.RootFS},
+		BaseDir:  rec.BaseDir,
+		Env:      env,
+		Shell:    img.Shell,
+		Limits: cgroup.Limits{
+			MemoryBytes: rec.Limits.MemoryMB << 20,
+			Pids:        rec.Limits.Pids,
+			CPUs:        rec.Limits.CPUs,
+		},
+		BackgroundLogBytes: m.cfg.BackgroundLogBytes,
+	}
+	for _, d := range img.HostDirs {
+		cfg.Overlays = append(cfg.Overlays, sandbox.Overlay{Source: d, Target: d})
+	}
+	start := time.Now()
+	sb, err := m.rt.Start(ctx, cfg)
+	if err != nil {
+		m.store.DeleteSession(context.WithoutCancel(ctx), rec.Tenant, rec.ID)
+		return fail(errdefs.New(errdefs.ErrUnavailable, "could not start the sandbox: %v", err))
+	}
+	e.mu.Lock()
+	rec.State = StateRunning
+	rec.Pid = sb.Pid()
+	e.cwd = rec.BaseDir
+	e.mu.Unlock()
+	if err := m.store.UpdateSession(ctx, rec); err != nil {
+		sb.Destroy(ctx)
+		m.store.DeleteSession(context.WithoutCancel(ctx), rec.Tenant, rec.ID)
+		return fail(fmt.Errorf("record session: %w", err))
+	}
+	e.sb = sb
+	close(e.ready)
+	go m.watch(k, e)
+	if !hidden {
+		m.log.Info("session created", "session_id", rec.ID, "tenant", rec.Tenant, "sandbox", rec.Name, "image", rec.Image, "duration", time.Since(start))
+	}
+	return e.snapshot(), true, nil
+}
+
+// watch marks a session failed if its sandbox dies on its own.
+func (m *Manager) watch(k key, e *entry) {
+	select {
+	case <-e.sb.Done():
+	case <-e.gone:
+		return
+	}
+	e.mu.Lock()
+	if e.deleting {
+		e.mu.Unlock()
+		return
+	}
+	e.rec.State = StateFailed
+	e.rec.Reason = e.sb.ExitErr().Error()
+	rec := *e.rec
+	e.mu.Unlock()
+	m.log.Warn("session failed", "session_id", k.id, "tenant", k.tenant, "reason", rec.Reason)
+	m.store.UpdateSession(context.Background(), &rec)
+}
+
+func mergeEnv(base []string, extra map[string]string) []string {
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, over := extra[name]; !over {
+			out = append(out, kv)
+		}
+	}
+	names := make([]string, 0, len(extra))
+	for k := range extra {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		out = append(out, k+"="+extra[k])
+	}
+	return out
+}
+
+// snapshot copies the session record with its live fields.
+func (e *entry) snapshot() *Session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := *e.rec
+	s.LastUsedAt = time.Unix(0, e.lastUsed.Load()).UTC()
+	if e.deleting {
+		s.State = StateDeleting
+	}
+	return &s
+}
+
+// Cwd returns the session shell's working directory as of its last command.
+func (e *entry) Cwd() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cwd
+}
+
+// lookup finds a session of tenant. Another tenant's session is "not found",
+// exactly like a missing one.
+func (m *Manager) lookup(tenant, id string) (*entry, error) {
+	m.mu.Lock()
+	e := m.live[key{tenant, id}]
+	m.mu.Unlock()
+	if e == nil {
+		return nil, errdefs.New(errdefs.ErrNotFound, "session %q not found", id)
+	}
+	return e, nil
+}
+
+// Info is a session with its live details.
+type Info struct {
+	Session
+	Cwd   string
+	Usage *cgroup.Stats
+}
+
+// Get returns a session with its live usage.
+func (m *Manager) Get(ctx context.Context, tenant, id string) (*Info, error) {
+	e, err := m.lookup(tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		return nil, errdefs.New(errdefs.ErrNotFound, "session %q not found", id)
+	}
+	info := &Info{Session: *e.snapshot(), Cwd: e.Cwd()}
+	if info.State == StateRunning {
+		if st, err := e.sb.Stats(); err == nil {
+			info.Usage = &st
+		}
+	}
+	return info, nil
+}
+
+// List returns the tenant's sessions ("" for all), oldest first.
+func (m *Manager) List(ctx context.Context, tenant string) []*Info {
+	m.mu.Lock()
+	var es []*entry
+	for k, e := range m.live {
+		if tenant == "" || k.tenant == tenant {
+			es = append(es, e)
+		}
+	}
+	m.mu.Unlock()
+	out := make([]*Info, 0, len(es))
+	for _, e := range es {
+		select {
+		case <-e.ready:
+		default:
+		}
+		if e.err != nil {
+			continue
+		}
+		s := e.snapshot()
+		if s.Labels != nil && s.Labels[hiddenLabel] != "" {
+			continue
+		}
+		out = append(out, &Info{Session: *s, Cwd: e.Cwd()})
+	}
+	slices.SortFunc(out, func(a, b *Info) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// hiddenLabel marks the sessions behind stateless runs.
+const hiddenLabel = "warren.dev/run"
+
+// Count returns the number of sessions.
+func (m *Manager) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+// Delete deletes a session: its processes, mounts, cgroup and files.
+func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
+	e, err := m.lookup(tenant, id)
+	if err != nil {
+		return err
+	}
+	return m.delete(ctx, key{tenant, id}, e, "deleted")
+}
+
+func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error {
+	<-e.ready
+	if e.err != nil {
+		return errdefs.New(errdefs.ErrNotFound, "session %q not found", k.id)
+	}
+	e.mu.Lock()
+	if e.deleting {
+		e.mu.Unlock()
+		select {
+		case <-e.gone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	e.deleting = true
+	e.rec.State = StateDeleting
+	rec := *e.rec
+	e.mu.Unlock()
+	// Deletion finishes even if the caller leaves.
+	dctx := context.WithoutCancel(ctx)
+	m.store.UpdateSession(dctx, &rec)
+	start := time.Now()
+	derr := e.sb.Destroy(dctx)
+	if derr != nil {
+		m.log.Error("session teardown incomplete", "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "error", derr)
+		// Try once more from the outside; what remains is logged.
+		if err := m.rt.Remove(rec.Name); err != nil {
+			m.log.Error("sandbox leftovers remain", "sandbox", rec.Name, "error", err)
+		}
+	}
+	if err := m.store.DeleteSession(dctx, k.tenant, k.id); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+		m.log.Error("forget session", "session_id", k.id, "error", err)
+	}
+	m.mu.Lock()
+	if m.live[k] == e {
+		delete(m.live, k)
+	}
+	m.mu.Unlock()
+	close(e.gone)
+	if rec.Labels[hiddenLabel] == "" {
+		m.log.Info("session "+why, "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "duration", time.Since(start))
+	}
+	return nil
+}
+
+// use returns a running session's sandbox for one call and marks it in use;
+// the caller must call the returned done.
+func (m *Manager) use(ctx context.Context, tenant, id string) (*entry, func(), error) {
+	e, err := m.lookup(tenant, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	if e.err != nil {
+		return nil, nil, errdefs.New(errdefs.ErrNotFound, "session %q not found", id)
+	}
+	e.mu.Lock()
+	state, reason := e.rec.State, e.rec.Reason
+	if e.deleting {
+		state = StateDeleting
+	}
+	e.mu.Unlock()
+	switch state {
+	case StateDeleting:
+		return nil, nil, errdefs.New(errdefs.ErrNotFound, "session %q is being deleted", id)
+	case StateFailed:
+		return nil, nil, errdefs.New(errdefs.ErrConflict, "session %q has failed (%s); delete it", id, reason)
+	}
+	e.inflight.Add(1)
+	e.lastUsed.Store(time.Now().UnixNano())
+	return e, func() {
+		e.lastUsed.Store(time.Now().UnixNano())
+		e.inflight.Add(-1)
+	}, nil
+}
+
+// sandboxErr explains a failed call on a session whose sandbox may have
+// died or been deleted meanwhile.
+func (m *Manager) sandboxErr(e *entry, id string, err error) error {
+	select {
+	case <-e.sb.Done():
+		e.mu.Lock()
+		deleting := e.deleting
+		e.mu.Unlock()
+		if deleting {
+			return errdefs.New(errdefs.ErrNotFound, "session %q was deleted while the call ran", id)
+		}
+		return errdefs.New(errdefs.ErrConflict, "session %q has failed: %v", id, e.sb.ExitErr())
+	default:
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return err
+}
+
+// reaper deletes sessions whose idle TTL or lifetime ran out.
+func (m *Manager) reaper() {
+	defer m.reaperWG.Done()
+	t := time.NewTicker(m.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		m.mu.Lock()
+		var due []struct {
+			k key
+			e *entry
+		}
+		for k, e := range m.live {
+			select {
+			case <-e.ready:
+			default:
+				continue
+			}
+			if e.err != nil || e.inflight.Load() > 0 {
+				continue
+			}
+			s := e.snapshot()
+			if s.State != StateDeleting && now.After(s.ExpiresAt()) {
+				due = append(due, struct {
+					k key
+					e *entry
+				}{k, e})
+			}
+		}
+		m.mu.Unlock()
+		for _, d := range due {
+			m.delete(context.Background(), d.k, d.e, "expired")
+		}
+	}
+}
+
+// Ready reports whether the manager accepts new sessions.
+func (m *Manager) Ready() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.closing
+}
+
+// Close stops the reaper and deletes every session.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closing = true
+	all := make(map[key]*entry, len(m.live))
+	for k, e := range m.live {
+		all[k] = e
+	}
+	m.mu.Unlock()
+	close(m.stop)
+	m.reaperWG.Wait()
+	var wg sync.WaitGroup
+	for k, e := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.delete(ctx, k, e, "deleted at shutdown")
+		}()
+	}
+	wg.Wait()
+	return nil
+}

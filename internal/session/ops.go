@@ -1,0 +1,242 @@
+package session
+
+import (
+	"context"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// ExecRequest is one command for a session.
+type ExecRequest struct {
+	Command   string
+	Argv      []string
+	Stdin     []byte // nil: empty stdin
+	Env       map[string]string
+	Cwd       string
+	Timeout   time.Duration
+	MaxOutput int64
+}
+
+// ExecResult is a command's outcome.
+type ExecResult = sandbox.ExecResult
+
+func (m *Manager) checkExec(req *ExecRequest) (*agentproto.ExecRequest, error) {
+	hasCmd, hasArgv := req.Command != "", len(req.Argv) > 0
+	switch {
+	case hasCmd && hasArgv:
+		return nil, invalid("give either command or argv, not both")
+	case !hasCmd && !hasArgv:
+		return nil, invalid("command or argv is required")
+	}
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return nil, invalid("command contains a NUL byte")
+	}
+	for _, a := range req.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, invalid("argv contains a NUL byte")
+		}
+	}
+	if hasArgv && req.Argv[0] == "" {
+		return nil, invalid("argv[0] must name a program")
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return nil, err
+	}
+	if err := checkPath("cwd", req.Cwd); err != nil {
+		return nil, err
+	}
+	timeout := req.Timeout
+	switch {
+	case timeout < 0:
+		return nil, invalid("timeout_ms must not be negative")
+	case timeout == 0:
+		timeout = m.cfg.DefaultTimeout
+	case timeout > m.cfg.MaxTimeout:
+		return nil, invalid("timeout_ms exceeds the maximum of %d", m.cfg.MaxTimeout.Milliseconds())
+	}
+	maxOut := req.MaxOutput
+	switch {
+	case maxOut < 0:
+		return nil, invalid("max_output_bytes must not be negative")
+	case maxOut == 0:
+		maxOut = m.cfg.DefaultMaxOutput
+	case maxOut > m.cfg.MaxOutput:
+		return nil, invalid("max_output_bytes exceeds the maximum of %d", m.cfg.MaxOutput)
+	}
+	return &agentproto.ExecRequest{
+		Command:   req.Command,
+		Argv:      req.Argv,
+		Env:       req.Env,
+		Cwd:       req.Cwd,
+		Timeout:   timeout,
+		MaxOutput: maxOut,
+	}, nil
+}
+
+// Exec runs a command in a session. With stream set, output goes to stream
+// as it is produced and the result carries none.
+func (m *Manager) Exec(ctx context.Context, tenant, id string, req *ExecRequest, stream sandbox.OutputFunc) (*ExecResult, error) {
+	areq, err := m.checkExec(req)
+	if err != nil {
+		return nil, err
+	}
+	e, done, err := m.use(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	res, err := e.sb.Exec(ctx, areq, req.Stdin, stream)
+	if err != nil {
+		return nil, m.sandboxErr(e, id, err)
+	}
+	if res.Cwd != "" && req.Argv == nil {
+		e.mu.Lock()
+		e.cwd = res.Cwd
+		e.mu.Unlock()
+	}
+	return res, nil
+}
+
+// RunRequest is a stateless run: a fresh sandbox for one command.
+type RunRequest struct {
+	Image  string
+	Limits Limits
+	Exec   ExecRequest
+}
+
+// Run creates a hidden session, runs one command in it and deletes it.
+func (m *Manager) Run(ctx context.Context, tenant string, req *RunRequest) (*ExecResult, error) {
+	if _, err := m.checkExec(&req.Exec); err != nil {
+		return nil, err
+	}
+	s, _, err := m.Create(ctx, tenant, &CreateRequest{Image: req.Image, Limits: req.Limits, Hidden: true})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Delete(context.WithoutCancel(ctx), tenant, s.ID)
+	return m.Exec(ctx, tenant, s.ID, &req.Exec, nil)
+}
+
+// MaxFileBytes is the largest file the file API moves.
+func (m *Manager) MaxFileBytes() int64 { return m.cfg.MaxFileBytes }
+
+// withSandbox runs f on a session's sandbox as one call.
+func (m *Manager) withSandbox(ctx context.Context, tenant, id string, f func(sb *sandbox.Sandbox) error) error {
+	e, done, err := m.use(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := f(e.sb); err != nil {
+		if errdefs.ClassOf(err) == errdefs.ErrUnavailable {
+			return m.sandboxErr(e, id, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// Stat describes a path in a session.
+func (m *Manager) Stat(ctx context.Context, tenant, id, path string) (entry *agentproto.Entry, err error) {
+	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+		entry, err = sb.Stat(ctx, path)
+		return err
+	})
+	return entry, err
+}
+
+// List describes a directory of a session.
+func (m *Manager) ListFiles(ctx context.Context, tenant, id, path string) (entries []agentproto.Entry, err error) {
+	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+		entries, err = sb.List(ctx, path)
+		return err
+	})
+	return entries, err
+}
+
+// Mkdir creates a directory and its parents, and describes it.
+func (m *Manager) Mkdir(ctx context.Context, tenant, id, path string) (entry *agentproto.Entry, err error) {
+	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+		if err := sb.Mkdir(ctx, path); err != nil {
+			return err
+		}
+		entry, err = sb.Stat(ctx, path)
+		return err
+	})
+	return entry, err
+}
+
+// Remove removes a path (a tree if recursive).
+func (m *Manager) Remove(ctx context.Context, tenant, id, path string, recursive bool) error {
+	return m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+		return sb.Remove(ctx, path, recursive)
+	})
+}
+
+// WriteFile writes r to path, creating parents.
+func (m *Manager) WriteFile(ctx context.Context, tenant, id, path string, mode uint32, r io.Reader) (n int64, err error) {
+	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+		n, err = sb.WriteFile(ctx, path, mode, m.cfg.MaxFileBytes, r)
+		return err
+	})
+	return n, err
+}
+
+// PutArchive extracts a tar into the directory path.
+func (m *Manager) PutArchive(ctx context.Context, tenant, id, path string, r io.Reader) (n int64, err error) {
+	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+		n, err = sb.TarPut(ctx, path, m.cfg.MaxFileBytes, r)
+		return err
+	})
+	return n, err
+}
+
+// Download is a file or archive on its way out of a session. The caller
+// reads it and then must call Close.
+type Download struct {
+	*sandbox.Download
+	First []byte // the first bytes, already read
+	done  func()
+}
+
+// Close ends the download and the call.
+func (d *Download) Close() error {
+	d.Download.Close()
+	d.done()
+	return nil
+}
+
+func (m *Manager) download(ctx context.Context, tenant, id string, open func(*sandbox.Sandbox) (*sandbox.Download, []byte, error)) (*Download, error) {
+	e, done, err := m.use(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	d, first, err := open(e.sb)
+	if err != nil {
+		done()
+		if errdefs.ClassOf(err) == errdefs.ErrUnavailable {
+			return nil, m.sandboxErr(e, id, err)
+		}
+		return nil, err
+	}
+	return &Download{Download: d, First: first, done: done}, nil
+}
+
+// ReadFile opens a file of a session for reading.
+func (m *Manager) ReadFile(ctx context.Context, tenant, id, path string) (*Download, error) {
+	return m.download(ctx, tenant, id, func(sb *sandbox.Sandbox) (*sandbox.Download, []byte, error) {
+		return sb.ReadFile(ctx, path, m.cfg.MaxFileBytes)
+	})
+}
+
+// GetArchive opens a tar of a directory of a session.
+func (m *Manager) GetArchive(ctx context.Context, tenant, id, path string) (*Download, error) {
+	return m.download(ctx, tenant, id, func(sb *sandbox.Sandbox) (*sandbox.Download, []byte, error) {
+		return sb.TarGet(ctx, path, m.cfg.MaxFileBytes)
+	})
+}
