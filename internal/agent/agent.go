@@ -152,11 +152,14 @@ func (a *Agent) handle(ctx context.Context, s *agentproto.Stream, op agentproto.
 			s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "agent speaks protocol %d, not %d", agentproto.Version, h.Version))
 			return
 		}
+		// The first hello starts the shell: by then the daemon has put the
+		// workload's limits in place. The reply does not wait for it; the
+		// start holds the shell's first turn, so the first command queues
+		// behind it.
 		t := a.shell.enqueue()
+		s.Reply(agentproto.HelloReply{Version: agentproto.Version, Shell: a.shell.path}, nil)
 		go func() {
-			// The first hello starts the shell: by then the daemon has put
-			// the workload's limits in place.
-			if err := a.shell.acquire(ctx, t); err == nil {
+			if err := a.shell.acquire(context.Background(), t); err == nil {
 				a.startOnce.Do(func() {
 					if err := a.shell.start(); err != nil {
 						fmt.Fprintf(os.Stderr, "warren agent: %v\n", err)
@@ -164,7 +167,6 @@ func (a *Agent) handle(ctx context.Context, s *agentproto.Stream, op agentproto.
 				})
 				a.shell.release()
 			}
-			s.Reply(agentproto.HelloReply{Version: agentproto.Version, Shell: a.shell.path}, nil)
 		}()
 	case agentproto.OpExec:
 		var req agentproto.ExecRequest

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 // env is one test's runtime: a data dir, its own cgroup parent, the base
 // image, and a leak check that runs after every sandbox is destroyed.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	rt     *Runtime
 	base   *image.Image
 	images *image.Store
@@ -42,7 +42,7 @@ var (
 )
 
 // sharedBase builds the base image once per test binary.
-func sharedBase(t *testing.T) (*image.Store, *image.Image) {
+func sharedBase(t testing.TB) (*image.Store, *image.Image) {
 	baseOnce.Do(func() {
 		baseDir, baseErr = os.MkdirTemp("", "warren-sandbox-test-")
 		if baseErr != nil {
@@ -59,7 +59,7 @@ func sharedBase(t *testing.T) (*image.Store, *image.Image) {
 	return baseStore, baseImage
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	testutil.RequiresRoot(t)
 	images, base := sharedBase(t)
@@ -169,3 +169,5 @@ func sha256Sum(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }
+
+func cgroupLimitsNoCPU() cgroup.Limits { return cgroup.Limits{MemoryBytes: 256 << 20, Pids: 128} }

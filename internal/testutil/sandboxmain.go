@@ -23,4 +23,5 @@ func SandboxMain() {
 			os.Exit(0)
 		}
 	}
+	sweepStale()
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(filepath.Dir(wd))
+}
+
+// TestPackageDocs checks that every package has exactly one package comment
+// (tailscale's rule): in doc.go once a package has several files.
+func TestPackageDocs(t *testing.T) {
+	root := moduleRoot(t)
+	docs := map[string][]string{}
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Errorf("parse %s: %v", p, err)
+			return nil
+		}
+		dir := filepath.Dir(p)
+		if _, ok := docs[dir]; !ok {
+			docs[dir] = nil
+		}
+		if f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "" {
+			docs[dir] = append(docs[dir], filepath.Base(p))
+			if !strings.HasPrefix(f.Doc.Text(), "Package "+f.Name.Name+" ") && !strings.HasPrefix(f.Doc.Text(), "Command ") {
+				t.Errorf("%s: the package comment must start with \"Package %s \"", p, f.Name.Name)
+			}
+		}
+		return nil
+	})
+	for dir, files := range docs {
+		rel, _ := filepath.Rel(root, dir)
+		switch len(files) {
+		case 0:
+			t.Errorf("no package comment in %s", rel)
+		case 1:
+		default:
+			t.Errorf("several package comments in %s: %v", rel, files)
+		}
+	}
+}
+
+// TestSandboxSideDeps keeps the code that runs inside every sandbox (init
+// and agent) small and free of the daemon's heavy machinery.
+func TestSandboxSideDeps(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go tool")
+	}
+	banned := []string{"net/http", "database/sql", "modernc.org/sqlite", "github.com/spf13/cobra", "go.yaml.in/yaml/v3",
+		"github.com/warrenhq/warren/internal/session", "github.com/warrenhq/warren/internal/httpapi", "github.com/warrenhq/warren/internal/store"}
+	for _, pkg := range []string{"./internal/agent", "./internal/nsinit"} {
+		cmd := exec.Command("go", "list", "-deps", pkg)
+		cmd.Dir = moduleRoot(t)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, b := range banned {
+				if dep == b || strings.HasPrefix(dep, b+"/") {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
