@@ -120,7 +120,7 @@ func v1Mounts(mountinfo string) (map[string]string, error) {
 		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
 		fields := strings.Fields(sc.Text())
 		sep := slices.Index(fields, "-")
-		if sep < 0 || sep+3 >= len(fields)+1 || len(fields) < sep+3 || fields[sep+1] != "cgroup" {
+		if sep < 0 || sep+3 >= len(fields) || fields[sep+1] != "cgroup" {
 			continue
 		}
 		for _, opt := range strings.Split(fields[sep+3], ",") {
@@ -504,7 +504,9 @@ func (s *Session) Stats() (Stats, error) {
 		return st, err
 	}
 	if s.h.version == 1 && st.Pids > 0 {
-		st.Pids-- // the agent's spawner thread
+		// The agent's spawner thread sits in the workload for the whole
+		// session (v1 places threads): it is not the user's.
+		st.Pids--
 	}
 	st.OOMKills, _ = s.OOMKills()
 	return st, nil
@@ -541,24 +543,62 @@ func (s *Session) Pids() ([]int, error) {
 	return pids, nil
 }
 
-// Kill sends SIGKILL to every process in S. It is the fallback teardown for
-// a sandbox whose PID 1 is already gone or cannot be signalled.
+// Kill sends SIGKILL to every process in S and waits until none is left.
+// It is the fallback teardown for a sandbox whose PID 1 is already gone or
+// cannot be signalled. On v1 the freezer (when mounted) stops the processes
+// first, so a fork bomb cannot outrun the kill.
 func (s *Session) Kill() error {
 	if s.h.version == 2 {
 		if f := s.file("pids", "", "cgroup.kill"); exists(f) {
-			return writeFile(f, "1")
+			if err := writeFile(f, "1"); err != nil {
+				return err
+			}
+			return s.waitEmpty()
 		}
 	}
-	for range 10 {
+	freezer := s.file("freezer", "", "freezer.state")
+	frozen := s.h.version == 1 && exists(freezer) && writeFile(freezer, "FROZEN") == nil
+	deadline := time.Now().Add(5 * time.Second)
+	for {
 		pids, err := s.Pids()
-		if err != nil || len(pids) == 0 {
+		if err != nil {
 			return err
+		}
+		if len(pids) == 0 {
+			break
 		}
 		for _, p := range pids {
 			unix.Kill(p, unix.SIGKILL)
 		}
+		if frozen {
+			// Frozen tasks die only once thawed; the freezer already
+			// stopped them forking.
+			writeFile(freezer, "THAWED")
+			frozen = false
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v in cgroup %s survived SIGKILL", pids, s.name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if frozen {
+		writeFile(freezer, "THAWED")
 	}
 	return nil
+}
+
+func (s *Session) waitEmpty() error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids, err := s.Pids()
+		if err != nil || len(pids) == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v in cgroup %s survived cgroup.kill", pids, s.name)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Destroy removes S and its leaves. Processes must be gone; a cgroup whose
