@@ -114,6 +114,20 @@ type shellProc struct {
 	events chan shellEvent
 }
 
+// reap returns the shell's wait status once its status pipe closed. The pipe
+// closes when the shell exits, or when sandboxed code closed the driver's
+// descriptors; a shell that cannot report any more is killed.
+func (p *shellProc) reap() unix.WaitStatus {
+	select {
+	case ws := <-p.exit:
+		return ws
+	case <-time.After(100 * time.Millisecond):
+	}
+	// Not reaped yet, so the pid still names the shell (alive or a zombie).
+	unix.Kill(p.pid, unix.SIGKILL)
+	return <-p.exit
+}
+
 // shell is the session's persistent shell and the queue of calls to it.
 type shell struct {
 	a    *Agent
@@ -285,7 +299,7 @@ func (sh *shell) start() error {
 	select {
 	case ev := <-p.events:
 		if ev.kind != evEnded {
-			ws := <-exit
+			ws := p.reap()
 			tokW.Close()
 			return fmt.Errorf("session shell %s exited at start (status %d)", sh.path, waitCode(ws))
 		}
@@ -552,7 +566,7 @@ loop:
 				sh.record(p.pid, ev.env)
 				break loop
 			case evGone:
-				res.ExitCode = waitCode(<-p.exit)
+				res.ExitCode = waitCode(p.reap())
 				gone = true
 				break loop
 			}

@@ -63,6 +63,18 @@ func TestExitRestartsShellWithState(t *testing.T) {
 	}
 }
 
+// TestDriverDescriptorsClosed: sandboxed code that closes the shell's saved
+// copies of the driver's descriptors cannot wedge the session.
+func TestDriverDescriptorsClosed(t *testing.T) {
+	sb := newEnv(t).start()
+	mustOut(t, sb, "cd /srv && export KEEP=1", "")
+	res := sh(t, sb, "for fd in $(ls /proc/$$/fd); do [ $fd -gt 2 ] && eval \"exec $fd>&-\"; done; echo closed", timeout(5*time.Second))
+	if !res.ShellRestarted {
+		t.Logf("closing the driver's descriptors: %+v", res)
+	}
+	mustOut(t, sb, "pwd; echo $KEEP", "/srv\n1\n")
+}
+
 func TestBreakAndContinueAtTopLevel(t *testing.T) {
 	sb := newEnv(t).start()
 	for _, cmd := range []string{"break", "continue", "break 2", "return 4"} {

@@ -622,18 +622,26 @@ func (m *Manager) List(ctx context.Context, tenant string) []*Info {
 	m.mu.Unlock()
 	out := make([]*Info, 0, len(es))
 	for _, e := range es {
+		ready := false
 		select {
 		case <-e.ready:
+			ready = true
 		default:
 		}
-		if e.err != nil {
+		if ready && e.err != nil {
 			continue
 		}
 		s := e.snapshot()
 		if s.Labels != nil && s.Labels[hiddenLabel] != "" {
 			continue
 		}
-		out = append(out, &Info{Session: *s, Cwd: e.Cwd()})
+		info := &Info{Session: *s, Cwd: e.Cwd()}
+		if ready && s.State == StateRunning {
+			if st, err := e.sb.Stats(); err == nil {
+				info.Usage = &st
+			}
+		}
+		out = append(out, info)
 	}
 	slices.SortFunc(out, func(a, b *Info) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
