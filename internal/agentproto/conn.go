@@ -136,8 +136,14 @@ func (c *Conn) fail(err error) {
 	c.streams = map[uint32]*Stream{}
 	c.mu.Unlock()
 	c.nc.Close()
+	// Callers test for ErrClosed; the cause stays visible in the text and
+	// in Err.
+	serr := err
+	if !errors.Is(err, ErrClosed) {
+		serr = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
 	for _, s := range streams {
-		s.terminate(err)
+		s.terminate(serr)
 	}
 	close(c.done)
 }
@@ -227,6 +233,11 @@ func (c *Conn) dispatch(typ FrameType, flags byte, id uint32, payload []byte) er
 		c.handler(ctx, s, Op(flags), js, tail)
 		return nil
 	}
+	switch typ {
+	case FrameData, FrameEOF, FrameEvent, FrameReply, FrameError, FrameWindow, FrameCancel:
+	default:
+		return fmt.Errorf("protocol error: unknown frame type %d", typ)
+	}
 	c.mu.Lock()
 	s := c.streams[id]
 	if s != nil && (typ == FrameReply || typ == FrameError) {
@@ -243,20 +254,24 @@ func (c *Conn) dispatch(typ FrameType, flags byte, id uint32, payload []byte) er
 		}
 		s.addCredit(int64(binary.BigEndian.Uint32(payload)))
 	case FrameCancel:
+		s.stopSending()
 		if s.cancel != nil {
 			s.cancel()
 		}
-	case FrameData, FrameEOF, FrameEvent, FrameReply, FrameError:
+	default:
 		if typ == FrameData && len(payload) == 0 {
 			return nil
 		}
-		s.push(Msg{Type: typ, Chan: flags, Payload: payload})
+		// The receiver enforces the window it granted: a peer that
+		// ignores it (a compromised agent) cannot make this side buffer
+		// without bound.
+		if err := s.push(Msg{Type: typ, Chan: flags, Payload: payload}); err != nil {
+			return err
+		}
 		if typ == FrameReply || typ == FrameError {
 			// The peer is done: a sender still waiting for credit stops.
 			s.stopSending()
 		}
-	default:
-		return fmt.Errorf("protocol error: unknown frame type %d", typ)
 	}
 	return nil
 }
@@ -271,6 +286,9 @@ func (c *Conn) Call(op Op, args any, tail []byte) (*Stream, error) {
 	if len(tail) > MaxTail {
 		return nil, fmt.Errorf("inline tail of %d bytes is too large", len(tail))
 	}
+	if 4+len(js)+len(tail) > MaxPayload {
+		return nil, fmt.Errorf("call of %d bytes exceeds the protocol maximum", 4+len(js)+len(tail))
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -281,6 +299,9 @@ func (c *Conn) Call(op Op, args any, tail []byte) (*Stream, error) {
 	c.streams[s.id] = s
 	c.mu.Unlock()
 	if err := c.write(frame{typ: FrameCall, flags: byte(op), id: s.id, payload: joinPayload(js), tail: tail}); err != nil {
+		c.mu.Lock()
+		delete(c.streams, s.id)
+		c.mu.Unlock()
 		return nil, err
 	}
 	return s, nil
@@ -322,51 +343,76 @@ type Stream struct {
 	mu       sync.Mutex // guards the fields below
 	queue    []Msg
 	err      error // terminal: connection gone
-	sendWin  int64
+	sendWin  int64 // bytes we may still send
+	recvWin  int64 // bytes the peer may still send us
+	events   int   // non-Data messages queued
 	consumed int64 // Data bytes consumed since the last Window frame
 	finished bool  // serving side sent Reply or Error
 	peerDone bool  // calling side: the Reply or Error arrived
+	// credit is closed and replaced whenever sendWin grows or sending
+	// ends, waking every writer of the stream (stdout and stderr share
+	// it).
+	credit chan struct{}
 
-	notify chan struct{} // cap 1: queue grew or err set
-	credit chan struct{} // cap 1: sendWin grew or err set
+	notify chan struct{} // cap 1: queue grew or err set (one reader)
 }
+
+// maxQueuedEvents bounds the non-Data messages a stream holds unread.
+const maxQueuedEvents = 64
 
 func newStream(c *Conn, id uint32) *Stream {
-	return &Stream{c: c, id: id, sendWin: Window, notify: make(chan struct{}, 1), credit: make(chan struct{}, 1)}
+	return &Stream{c: c, id: id, sendWin: Window, recvWin: Window, notify: make(chan struct{}, 1), credit: make(chan struct{})}
 }
 
-func (s *Stream) push(m Msg) {
+func (s *Stream) push(m Msg) error {
 	s.mu.Lock()
+	if m.Type == FrameData {
+		s.recvWin -= int64(len(m.Payload))
+		if s.recvWin < 0 {
+			s.mu.Unlock()
+			return fmt.Errorf("protocol error: stream %d sent past its window", s.id)
+		}
+	} else {
+		s.events++
+		if s.events > maxQueuedEvents {
+			s.mu.Unlock()
+			return fmt.Errorf("protocol error: stream %d floods events", s.id)
+		}
+	}
 	s.queue = append(s.queue, m)
 	s.mu.Unlock()
 	select {
 	case s.notify <- struct{}{}:
 	default:
 	}
+	return nil
+}
+
+// wakeWritersLocked wakes every writer waiting for credit.
+//
+// Preconditions: s.mu is held.
+func (s *Stream) wakeWritersLocked() {
+	close(s.credit)
+	s.credit = make(chan struct{})
 }
 
 func (s *Stream) addCredit(n int64) {
 	s.mu.Lock()
 	s.sendWin += n
+	s.wakeWritersLocked()
 	s.mu.Unlock()
-	select {
-	case s.credit <- struct{}{}:
-	default:
-	}
 }
 
-// ErrPeerDone is returned by WriteData once the peer ended the stream; the
-// caller reads the stream's result to learn why.
-var ErrPeerDone = errors.New("the agent ended the call")
+// ErrPeerDone is returned by WriteData once the other side ended the stream
+// (a Reply or Error arrived, or the caller cancelled); the calling side reads
+// the stream's result to learn why.
+var ErrPeerDone = errors.New("the other side ended the call")
 
 func (s *Stream) stopSending() {
 	s.mu.Lock()
 	s.peerDone = true
+	s.wakeWritersLocked()
 	s.mu.Unlock()
-	select {
-	case s.credit <- struct{}{}:
-	default:
-	}
 }
 
 func (s *Stream) terminate(err error) {
@@ -374,15 +420,14 @@ func (s *Stream) terminate(err error) {
 	if s.err == nil {
 		s.err = err
 	}
+	s.wakeWritersLocked()
 	s.mu.Unlock()
 	if s.cancel != nil {
 		s.cancel()
 	}
-	for _, ch := range []chan struct{}{s.notify, s.credit} {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+	select {
+	case s.notify <- struct{}{}:
+	default:
 	}
 }
 
@@ -400,7 +445,10 @@ func (s *Stream) Recv(ctx context.Context) (Msg, error) {
 				s.consumed += int64(len(m.Payload))
 				if s.consumed >= Window/2 {
 					credit, s.consumed = s.consumed, 0
+					s.recvWin += credit
 				}
+			} else {
+				s.events--
 			}
 			s.mu.Unlock()
 			if credit > 0 {
@@ -441,9 +489,10 @@ func (s *Stream) WriteData(ctx context.Context, ch byte, p []byte) error {
 	for len(p) > 0 {
 		s.mu.Lock()
 		for s.sendWin <= 0 && s.err == nil && !s.peerDone {
+			wait := s.credit
 			s.mu.Unlock()
 			select {
-			case <-s.credit:
+			case <-wait:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -489,6 +538,11 @@ func (s *Stream) Reply(v any, tail []byte) error {
 	js, err := json.Marshal(v)
 	if err != nil {
 		return s.Fail(fmt.Errorf("encode reply: %w", err))
+	}
+	if 4+len(js)+len(tail) > MaxPayload {
+		err := errdefs.New(errdefs.ErrTooLarge, "reply of %d bytes exceeds the protocol maximum", 4+len(js)+len(tail))
+		s.Fail(err)
+		return err
 	}
 	if !s.finish() {
 		return nil
