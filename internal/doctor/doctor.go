@@ -124,7 +124,13 @@ func checkRoot() Check {
 // checkNamespaces clones /bin/true (or our own binary) with the flags.
 func checkNamespaces(flags uintptr, name string, required bool) Check {
 	c := Check{Name: name, Required: required}
-	cmd := exec.Command("/proc/self/exe", "version")
+	// A program that does nothing, started with the flags: /bin/true, or
+	// this binary's hidden no-op when the host has no /bin/true.
+	prog, args := "/bin/true", []string{}
+	if _, err := os.Stat(prog); err != nil {
+		prog, args = "/proc/self/exe", []string{"version"}
+	}
+	cmd := exec.Command(prog, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags}
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Run(); err != nil {

@@ -1,0 +1,59 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestApplyEnv(t *testing.T) {
+	env := map[string]string{
+		"WARREN_LISTEN":       "127.0.0.1:9999",
+		"WARREN_DATA_DIR":     "/srv/warren",
+		"WARREN_MAX_SESSIONS": "7",
+		"WARREN_LOG_FORMAT":   "text",
+	}
+	c := Default()
+	if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:9999" || c.DataDir != "/srv/warren" || c.Session.MaxSessions != 7 || c.LogFormat != "text" {
+		t.Errorf("ApplyEnv gave %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate() = %v", err)
+	}
+	bad := Default()
+	if err := bad.ApplyEnv(func(k string) string {
+		if k == "WARREN_MAX_SESSIONS" {
+			return "many"
+		}
+		return ""
+	}); err == nil || !strings.Contains(err.Error(), "WARREN_MAX_SESSIONS") {
+		t.Errorf("ApplyEnv(WARREN_MAX_SESSIONS=many) = %v, want an error naming the variable", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"listen without port", func(c *Config) { c.Listen = "localhost" }, "listen address"},
+		{"relative data dir", func(c *Config) { c.DataDir = "data" }, "absolute"},
+		{"comma in data dir", func(c *Config) { c.DataDir = "/srv/a,b" }, "comma"},
+		{"colon in data dir", func(c *Config) { c.DataDir = "/srv/a:b" }, "comma"},
+		{"log format", func(c *Config) { c.LogFormat = "xml" }, "log format"},
+		{"log level", func(c *Config) { c.LogLevel = "loud" }, "log level"},
+		{"max sessions", func(c *Config) { c.Session.MaxSessions = 0 }, "max sessions"},
+	}
+	for _, tc := range tests {
+		c := Default()
+		tc.mutate(&c)
+		err := c.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: Validate() = %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/warrenhq/warren/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	testutil.SandboxMain()
+	os.Exit(m.Run())
+}
+
+// TestThisHost runs every check for real: this CI machine must pass, and the
+// sandbox check must really start a sandbox and leave nothing behind.
+func TestThisHost(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir := t.TempDir()
+	parent := fmt.Sprintf("%s%d-doc", testutil.TestCgroupPrefix, os.Getpid())
+	testutil.CheckLeaks(t, parent, dir)
+	checks := Run(context.Background(), Options{DataDir: dir, CgroupParent: parent})
+	var out bytes.Buffer
+	Print(&out, checks)
+	if Failed(checks) {
+		t.Fatalf("doctor fails on this host:\n%s", out.String())
+	}
+	for _, name := range []string{"kernel", "cgroups", "sandbox", "data dir"} {
+		if !strings.Contains(out.String(), "[ok  ] "+name) {
+			t.Errorf("no passing %q check in:\n%s", name, out.String())
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "freezer"} {
+			os.Remove("/sys/fs/cgroup/" + c + "/" + parent)
+		}
+		os.Remove("/sys/fs/cgroup/" + parent)
+	})
+}
+
+func TestDataDirChecks(t *testing.T) {
+	if c := checkDataDir("/srv/a,b"); c.OK {
+		t.Errorf("a data dir with a comma passed: %+v", c)
+	}
+	if c := checkDataDir(t.TempDir() + "/not/yet/made"); !c.OK && c.Fix == "" {
+		t.Errorf("a missing data dir on a good filesystem: %+v", c)
+	}
+}
