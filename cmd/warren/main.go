@@ -5,22 +5,11 @@ package main
 import (
 	"os"
 
-	"github.com/warrenhq/warren/internal/agent"
 	"github.com/warrenhq/warren/internal/cli"
-	"github.com/warrenhq/warren/internal/nsinit"
+	"github.com/warrenhq/warren/internal/reexec"
 )
 
 func main() {
-	// The sandbox's own programs are dispatched before anything else runs:
-	// they are driven by inherited descriptors, not by flags.
-	if len(os.Args) == 2 {
-		switch os.Args[1] {
-		case "init":
-			nsinit.Main()
-		case "agent":
-			agent.Main()
-			return
-		}
-	}
+	reexec.Dispatch(os.Args)
 	os.Exit(cli.Main(os.Args[1:]))
 }

@@ -291,21 +291,11 @@ func (c *copier) copyHostEntry(src, dst *os.File, comps []string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o005 != 0o005 {
 		return nil
 	}
-	sd, err := openDirAt(src, name)
+	sd, dd, err := openDirPair(src, dst, name, st)
 	if err != nil {
 		return err
 	}
 	defer sd.Close()
-	if err := sameFile(sd, st, unix.S_IFDIR); err != nil {
-		return err
-	}
-	if err := unix.Mkdirat(int(dst.Fd()), name, 0o700); err != nil && err != unix.EEXIST {
-		return &os.PathError{Op: "mkdirat", Path: name, Err: err}
-	}
-	dd, err := openDirAt(dst, name)
-	if err != nil {
-		return err
-	}
 	defer dd.Close()
 	if err := c.copyHostEntry(sd, dd, comps[1:]); err != nil {
 		return err

@@ -197,21 +197,11 @@ func (c *copier) copyEntry(src, dst *os.File, name string, depth int) error {
 		if depth > maxDepth {
 			return errdefs.New(errdefs.ErrInvalidArgument, "directory %s: more than %d levels deep", name, maxDepth)
 		}
-		sd, err := openDirAt(src, name)
+		sd, dd, err := openDirPair(src, dst, name, st)
 		if err != nil {
 			return err
 		}
 		defer sd.Close()
-		if err := sameFile(sd, st, unix.S_IFDIR); err != nil {
-			return err
-		}
-		if err := unix.Mkdirat(int(dst.Fd()), name, 0o700); err != nil && err != unix.EEXIST {
-			return &os.PathError{Op: "mkdirat", Path: name, Err: err}
-		}
-		dd, err := openDirAt(dst, name)
-		if err != nil {
-			return err
-		}
 		defer dd.Close()
 		if err := c.copyDir(sd, dd, depth+1); err != nil {
 			return err
@@ -312,4 +302,28 @@ func isResourceErr(err error) bool {
 		}
 	}
 	return false
+}
+
+// openDirPair opens the directory name under src (checking it is still the
+// one st describes) and the directory of the same name under dst, which it
+// creates (0700 until its attributes are copied).
+func openDirPair(src, dst *os.File, name string, st *unix.Stat_t) (sd, dd *os.File, err error) {
+	sd, err = openDirAt(src, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sameFile(sd, st, unix.S_IFDIR); err != nil {
+		sd.Close()
+		return nil, nil, err
+	}
+	if err := unix.Mkdirat(int(dst.Fd()), name, 0o700); err != nil && err != unix.EEXIST {
+		sd.Close()
+		return nil, nil, &os.PathError{Op: "mkdirat", Path: name, Err: err}
+	}
+	dd, err = openDirAt(dst, name)
+	if err != nil {
+		sd.Close()
+		return nil, nil, err
+	}
+	return sd, dd, nil
 }

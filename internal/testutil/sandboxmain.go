@@ -6,22 +6,14 @@ package testutil
 import (
 	"os"
 
-	"github.com/warrenhq/warren/internal/agent"
-	"github.com/warrenhq/warren/internal/nsinit"
+	"github.com/warrenhq/warren/internal/reexec"
 )
 
 // SandboxMain must be the first call of TestMain in every package whose tests
 // start sandboxes: the runtime re-executes the running binary (the test
-// binary, under go test) as the sandbox's init and agent.
+// binary, under go test) as the sandbox's init and agent. In the test process
+// itself it then removes what crashed earlier test runs left behind.
 func SandboxMain() {
-	if len(os.Args) == 2 {
-		switch os.Args[1] {
-		case "init":
-			nsinit.Main()
-		case "agent":
-			agent.Main()
-			os.Exit(0)
-		}
-	}
+	reexec.Dispatch(os.Args)
 	sweepStale()
 }
