@@ -39,6 +39,8 @@ type Usage struct {
 	MemoryBytes uint64  `json:"memory_bytes"`
 	Pids        uint64  `json:"pids"`
 	CPUSeconds  float64 `json:"cpu_seconds"`
+	// DiskBytes is the size of the session's writable layer.
+	DiskBytes int64 `json:"disk_bytes"`
 }
 
 // Session describes one session.

@@ -62,7 +62,7 @@ func run() error {
 	}
 	ignoreSignals()
 	a := &Agent{spec: s, reaper: newReaper(), bg: newRing(s.BackgroundLogBytes)}
-	a.spawner, err = newSpawner(a.reaper, s.Cgroup)
+	a.spawner, err = newSpawner(a.reaper, s.Cgroup, s.RunAs)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func run() error {
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
-		if !trustedPeer(c) {
+		if !trustedPeer(c, s.UserNS != nil) {
 			c.Close()
 			continue
 		}
@@ -95,9 +95,12 @@ func run() error {
 	}
 }
 
-// trustedPeer admits only the daemon: a process of the host's root (the
-// socket's path is only reachable from the host side anyway).
-func trustedPeer(c net.Conn) bool {
+// trustedPeer admits only the daemon. The socket's path is reachable only
+// from the host side; on top of that the peer must be outside the sandbox's
+// PID namespace (the kernel then reports its pid as 0) and, without a user
+// namespace, be the host's root. (Inside a user namespace the host's root
+// shows as the overflow uid, so the uid says nothing there.)
+func trustedPeer(c net.Conn, userns bool) bool {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return false
@@ -110,7 +113,10 @@ func trustedPeer(c net.Conn) bool {
 	raw.Control(func(fd uintptr) {
 		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	})
-	return err == nil && cred.Uid == 0
+	if err != nil || cred.Pid != 0 {
+		return false
+	}
+	return userns || cred.Uid == 0
 }
 
 // ignoreSignals catches every signal a sandboxed process could send to PID 1

@@ -76,6 +76,9 @@ type spawner struct {
 	reqs  chan *spawnReq
 	cgv2  int // v2 workload directory fd, or -1
 	ready chan error
+	// runAs, without a user namespace, is the unprivileged host user every
+	// sandboxed process runs as.
+	runAs *syscall.Credential
 }
 
 type spawnReq struct {
@@ -92,8 +95,11 @@ type spawnReq struct {
 	done chan struct{}
 }
 
-func newSpawner(r *reaper, c spec.Cgroup) (*spawner, error) {
+func newSpawner(r *reaper, c spec.Cgroup, runAs *spec.IDRange) (*spawner, error) {
 	sp := &spawner{r: r, reqs: make(chan *spawnReq), cgv2: -1, ready: make(chan error, 1)}
+	if runAs != nil {
+		sp.runAs = &syscall.Credential{Uid: runAs.HostID, Gid: runAs.HostID, Groups: []uint32{}}
+	}
 	var tasks []int
 	if c.Version == 2 {
 		sp.cgv2 = c.WorkloadFD(0)
@@ -135,7 +141,7 @@ func (sp *spawner) spawn(req *spawnReq) {
 		Dir:   req.dir,
 		Env:   req.env,
 		Files: req.files,
-		Sys:   &syscall.SysProcAttr{Setsid: req.setsid, Setpgid: req.setpgid && !req.setsid},
+		Sys:   &syscall.SysProcAttr{Setsid: req.setsid, Setpgid: req.setpgid && !req.setsid, Credential: sp.runAs},
 	}
 	if sp.cgv2 >= 0 {
 		attr.Sys.UseCgroupFD = true

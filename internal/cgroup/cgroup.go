@@ -396,6 +396,29 @@ func (s *Session) Activate() error {
 	return s.setWorkloadLimits()
 }
 
+// Delegate hands the workload's placement to the sandbox's root (uid and
+// gid on the host): on v2, clone3(CLONE_INTO_CGROUP) by the agent is checked
+// against the agent's own credentials, which must be allowed to write
+// S/cgroup.procs (the common ancestor) and the workload's. Limits stay the
+// host's. On v1 placement goes through descriptors the daemon opened, and
+// this does nothing.
+func (s *Session) Delegate(uid, gid int) error {
+	if s.h.version == 1 {
+		return nil
+	}
+	dir := s.h.controllerDir("memory", s.name)
+	for _, p := range []string{
+		filepath.Join(dir, "cgroup.procs"),
+		filepath.Join(dir, "workload"),
+		filepath.Join(dir, "workload", "cgroup.procs"),
+	} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			return fmt.Errorf("delegate %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // Files are the descriptors a sandbox's init and agent use to place
 // themselves and their children. The caller closes them.
 type Files struct {

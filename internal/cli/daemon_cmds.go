@@ -115,6 +115,9 @@ session; nothing is left on the host.`,
 	f.DurationVar(&cfg.Session.DefaultIdleTTL, "idle-ttl", cfg.Session.DefaultIdleTTL, "idle time after which a session is deleted, unless it asks otherwise")
 	f.DurationVar(&cfg.Session.DefaultTimeout, "exec-timeout", cfg.Session.DefaultTimeout, "default timeout of a command")
 	f.Int64Var(&cfg.Session.MaxFileBytes, "max-file-bytes", cfg.Session.MaxFileBytes, "largest file the file API moves")
+	f.Int64Var(&cfg.Session.DefaultLimits.DiskMB, "default-disk-mb", cfg.Session.DefaultLimits.DiskMB, "writable-layer limit of a session that asks for none")
+	f.BoolVar(&cfg.AllowNoUserNS, "allow-no-userns", false, "run where user namespaces are unavailable: sandboxed code then runs as an unprivileged host user, not as root in its own namespace")
+	f.BoolVar(&cfg.NoDiskQuota, "no-disk-quota", false, "run without disk limits on sessions' writable layers")
 	return cmd
 }
 

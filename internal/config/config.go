@@ -29,6 +29,12 @@ type Config struct {
 	// ShutdownGrace is how long in-flight requests may run after a stop
 	// signal before sessions are torn down.
 	ShutdownGrace time.Duration
+	// AllowNoUserNS lets the daemon run where user namespaces are not
+	// available; sandboxed code then runs as an unprivileged host user.
+	AllowNoUserNS bool
+	// NoDiskQuota runs without a layer store: writable layers are then
+	// unlimited and sessions may not ask for limits.disk_mb.
+	NoDiskQuota bool
 	Session       session.Config
 }
 

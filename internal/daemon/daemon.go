@@ -20,6 +20,7 @@ import (
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/httpapi"
 	"github.com/warrenhq/warren/internal/image"
+	"github.com/warrenhq/warren/internal/quota"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
@@ -36,6 +37,7 @@ type Daemon struct {
 	store   *store.SQLite
 	images  *image.Store
 	cgroups *cgroup.Hierarchy
+	layers  *quota.Layers
 	manager *session.Manager
 	api     *httpapi.Server
 	ln      net.Listener
@@ -55,8 +57,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 			d.release()
 		}
 	}()
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	// 0711: sandboxes' roots are unprivileged host users that must pass
+	// through (never list) the data directory to reach their own layers.
+	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	if err := os.Chmod(cfg.DataDir, 0o711); err != nil {
+		return nil, err
 	}
 	d.lock, err = lockDir(cfg.DataDir)
 	if err != nil {
@@ -77,7 +84,26 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 	if err != nil {
 		return nil, err
 	}
-	rt, err := sandbox.NewRuntime(filepath.Join(cfg.DataDir, "sessions"), d.cgroups)
+	opts := sandbox.Options{UserNS: true}
+	if err := sandbox.ProbeUserNS(filepath.Join(cfg.DataDir, "images")); err != nil {
+		if !cfg.AllowNoUserNS {
+			return nil, fmt.Errorf("sandboxes cannot run in user namespaces here (%v); run `warren doctor`, or pass --allow-no-userns to run sandboxed code as an unprivileged host user instead", err)
+		}
+		log.Warn("running without user namespaces: sandboxed code runs as an unprivileged host user", "reason", err)
+		opts.UserNS = false
+	}
+	opts.Seccomp, _, err = sandbox.Seccomp(opts.UserNS, d.cgroups.Version())
+	if err != nil {
+		return nil, fmt.Errorf("compile the seccomp filter: %w", err)
+	}
+	if !cfg.NoDiskQuota {
+		d.layers, err = quota.Open(cfg.DataDir, quota.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("open the layer store for disk limits (%w); pass --no-disk-quota to run without disk limits", err)
+		}
+		opts.Layers = d.layers
+	}
+	rt, err := sandbox.NewRuntime(filepath.Join(cfg.DataDir, "sessions"), d.cgroups, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +197,12 @@ func (d *Daemon) release() {
 	if d.store != nil {
 		d.store.Close()
 		d.store = nil
+	}
+	if d.layers != nil {
+		if err := d.layers.Close(); err != nil {
+			d.log.Error("close the layer store", "error", err)
+		}
+		d.layers = nil
 	}
 	if d.cgroups != nil {
 		d.cgroups.Teardown()

@@ -39,7 +39,7 @@ func startDaemon(t testing.TB, mutate func(*config.Config)) *harness {
 	testutil.RequiresRoot(t)
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir = testutil.TraversableDir(t)
 	cfg.CgroupParent = fmt.Sprintf("warren-test-%d-d%d", os.Getpid(), serial.Add(1))
 	cfg.ShutdownGrace = 2 * time.Second
 	cfg.Session.ReapInterval = 100 * time.Millisecond

@@ -279,6 +279,11 @@ func checkSandbox(ctx context.Context, o Options) Check {
 		return c
 	}
 	defer os.RemoveAll(tmp)
+	// As a data dir: a sandbox's root passes through it to its own layers.
+	if err := os.Chmod(tmp, 0o711); err != nil {
+		c.Detail = err.Error()
+		return c
+	}
 	images, err := image.Open(filepath.Join(tmp, "images"))
 	if err != nil {
 		c.Detail = err.Error()
@@ -294,7 +299,12 @@ func checkSandbox(ctx context.Context, o Options) Check {
 		c.Detail = err.Error()
 		return c
 	}
-	rt, err := sandbox.NewRuntime(filepath.Join(tmp, "sessions"), h)
+	opts := sandbox.Options{UserNS: sandbox.ProbeUserNS(filepath.Join(tmp, "images")) == nil}
+	if opts.Seccomp, _, err = sandbox.Seccomp(opts.UserNS, h.Version()); err != nil {
+		c.Detail = "compile the seccomp filter: " + err.Error()
+		return c
+	}
+	rt, err := sandbox.NewRuntime(filepath.Join(tmp, "sessions"), h, opts)
 	if err != nil {
 		c.Detail = err.Error()
 		return c

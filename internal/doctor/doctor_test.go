@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 // sandbox check must really start a sandbox and leave nothing behind.
 func TestThisHost(t *testing.T) {
 	testutil.RequiresRoot(t)
-	dir := t.TempDir()
+	dir := testutil.TraversableDir(t)
 	parent := fmt.Sprintf("%s%d-doc", testutil.TestCgroupPrefix, os.Getpid())
 	testutil.CheckLeaks(t, parent, dir)
 	checks := Run(context.Background(), Options{DataDir: dir, CgroupParent: parent})

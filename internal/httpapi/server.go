@@ -177,7 +177,7 @@ func toAPISession(in *session.Info) api.Session {
 		Reason:     in.Reason,
 	}
 	if in.Usage != nil {
-		out.Usage = &api.Usage{MemoryBytes: in.Usage.MemoryBytes, Pids: in.Usage.Pids, CPUSeconds: in.Usage.CPUSeconds}
+		out.Usage = &api.Usage{MemoryBytes: in.Usage.MemoryBytes, Pids: in.Usage.Pids, CPUSeconds: in.Usage.CPUSeconds, DiskBytes: in.Usage.DiskBytes}
 	}
 	return out
 }

@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/internal/seccomp"
 	"github.com/warrenhq/warren/internal/spec"
 )
 
@@ -89,7 +90,15 @@ func run(status *os.File) error {
 	if _, err := status.Write([]byte{StatusMoved}); err != nil {
 		return step("report cgroup placement", err)
 	}
-	if err := setupRoot(s); err != nil {
+	var layers []string
+	if s.UserNS != nil {
+		// With a user namespace, init cannot read the image's files as host
+		// root: the daemon sends each layer as an idmapped mount instead.
+		if layers, err = receiveLayers(s); err != nil {
+			return err
+		}
+	}
+	if err := setupRoot(s, layers); err != nil {
 		return err
 	}
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
@@ -105,6 +114,16 @@ func run(status *os.File) error {
 	}
 	if err := dropPrivileges(s.Caps); err != nil {
 		return step("drop privileges", err)
+	}
+	// Seccomp goes on last: after it nothing but the exec happens here.
+	if len(s.Seccomp) > 0 {
+		prog, err := seccomp.Decode(s.Seccomp)
+		if err != nil {
+			return step("decode seccomp filter", err)
+		}
+		if err := seccomp.Load(prog); err != nil {
+			return step("load seccomp filter", err)
+		}
 	}
 	argv := []string{"warren", "agent"}
 	err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(exe), argv, []string{})
@@ -138,14 +157,74 @@ func writeFD(fd int, v string) error {
 	return err
 }
 
+// receiveLayers takes the idmapped mounts of the layers from the daemon and
+// attaches them under a private tmpfs in the sandbox's state directory, in
+// spec order (Root.Lower, then each Mount's source). It returns their paths.
+func receiveLayers(s *spec.Sandbox) ([]string, error) {
+	want := len(s.Root.Lower) + len(s.Mounts)
+	buf := make([]byte, 8)
+	oob := make([]byte, unix.CmsgSpace(4*want))
+	_, oobn, _, _, err := unix.Recvmsg(spec.FDMounts, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, step("receive layer mounts", err)
+	}
+	unix.Close(spec.FDMounts)
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, step("receive layer mounts", fmt.Errorf("bad control message: %v", err))
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != want {
+		return nil, step("receive layer mounts", fmt.Errorf("got %d mounts, want %d: %v", len(fds), want, err))
+	}
+	stage := stageDir(s)
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return nil, step("make mounts private", err)
+	}
+	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=700,size=16k"); err != nil {
+		return nil, step("mount layer staging tmpfs", err)
+	}
+	paths := make([]string, len(fds))
+	for i, fd := range fds {
+		p := filepath.Join(stage, strconv.Itoa(i))
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return nil, step("stage layer", err)
+		}
+		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return nil, step("attach layer", err)
+		}
+		unix.Close(fd)
+		paths[i] = p
+	}
+	return paths, nil
+}
+
+// stageDir is where the layers are attached before the overlay takes them.
+func stageDir(s *spec.Sandbox) string { return filepath.Join(filepath.Dir(s.Root.Target), "layers") }
+
 // setupRoot assembles the sandbox's root filesystem and pivots into it.
-func setupRoot(s *spec.Sandbox) error {
+// layers, with a user namespace, are the attached idmapped layers in spec
+// order; without one the spec's host paths are used directly.
+func setupRoot(s *spec.Sandbox, layers []string) error {
 	// Nothing we mount may propagate back to the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return step("make mounts private", err)
 	}
 	r := s.Root
-	opts := "lowerdir=" + strings.Join(r.Lower, ":") + ",upperdir=" + r.Upper + ",workdir=" + r.Work
+	lower := r.Lower
+	sources := make([]string, len(s.Mounts))
+	for i, m := range s.Mounts {
+		sources[i] = m.Source
+	}
+	extra := ""
+	if s.UserNS != nil {
+		lower, sources = layers[:len(r.Lower)], layers[len(r.Lower):]
+		// Overlay's own metadata goes to user.* xattrs: trusted.* needs
+		// privileges over the host's filesystem that a user namespace
+		// lacks.
+		extra = ",userxattr"
+	}
+	opts := "lowerdir=" + strings.Join(lower, ":") + ",upperdir=" + r.Upper + ",workdir=" + r.Work + extra
 	if r.Volatile {
 		opts += ",volatile"
 	}
@@ -155,9 +234,16 @@ func setupRoot(s *spec.Sandbox) error {
 		return step("mount root overlay", fmt.Errorf("%w (options %s)", err, opts))
 	}
 	root := r.Target
-	for _, m := range s.Mounts {
-		if err := extraMount(root, m); err != nil {
+	for i, m := range s.Mounts {
+		m.Source = sources[i]
+		if err := extraMount(root, m, extra); err != nil {
 			return err
+		}
+	}
+	if s.UserNS != nil {
+		// The overlays hold their layers now; the staging mounts go.
+		if err := unix.Unmount(stageDir(s), unix.MNT_DETACH); err != nil {
+			return step("detach layer staging", err)
 		}
 	}
 	if err := mountProc(root); err != nil {
@@ -175,9 +261,26 @@ func setupRoot(s *spec.Sandbox) error {
 	if err := os.Mkdir(filepath.Join(root, "run/warren"), 0o700); err != nil {
 		return step("create /run/warren", err)
 	}
+	if s.UserNS != nil {
+		// No user namespace may be nested in the sandbox's: it would hand
+		// sandboxed code a fresh full set of capabilities over new
+		// namespaces, and with them much more of the kernel to attack.
+		if err := os.WriteFile(filepath.Join(root, "proc/sys/user/max_user_namespaces"), []byte("0"), 0); err != nil {
+			return step("forbid nested user namespaces", err)
+		}
+	}
+	if err := maskPaths(root, s.MaskedPaths, s.ReadOnlyPaths); err != nil {
+		return err
+	}
 	if s.BaseDir != "" {
-		if err := os.MkdirAll(filepath.Join(root, s.BaseDir), 0o755); err != nil {
+		base := inRoot(root, s.BaseDir)
+		if err := os.MkdirAll(base, 0o755); err != nil {
 			return step("create base directory "+s.BaseDir, err)
+		}
+		if s.RunAs != nil {
+			if err := os.Chown(base, int(s.RunAs.HostID), int(s.RunAs.HostID)); err != nil {
+				return step("hand the base directory to the sandbox user", err)
+			}
 		}
 	}
 	// pivot_root(".", ".") stacks the old root under the new one; detaching
@@ -197,6 +300,38 @@ func setupRoot(s *spec.Sandbox) error {
 	return nil
 }
 
+// maskPaths hides and write-protects parts of /proc and /sys as Docker
+// does: files are covered by /dev/null, directories by an empty read-only
+// tmpfs, and read-only paths are bind-remounted read-only. Paths that do not
+// exist on this kernel are skipped.
+func maskPaths(root string, masked, readOnly []string) error {
+	for _, p := range masked {
+		dst := inRoot(root, p)
+		fi, err := os.Lstat(dst)
+		if err != nil {
+			continue
+		}
+		if fi.IsDir() {
+			err = unix.Mount("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0")
+		} else {
+			err = unix.Mount(filepath.Join(root, "dev/null"), dst, "", unix.MS_BIND, "")
+		}
+		if err != nil {
+			return step("mask "+p, err)
+		}
+	}
+	for _, p := range readOnly {
+		dst := inRoot(root, p)
+		if _, err := os.Lstat(dst); err != nil {
+			continue
+		}
+		if err := bind(dst, dst, true, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+			return step("make "+p+" read-only", err)
+		}
+	}
+	return nil
+}
+
 func inRoot(root, p string) string { return filepath.Join(root, filepath.Clean("/"+p)) }
 
 func mkdirMount(source, root, target, fstype string, flags uintptr, data string) error {
@@ -210,11 +345,11 @@ func mkdirMount(source, root, target, fstype string, flags uintptr, data string)
 	return nil
 }
 
-func extraMount(root string, m spec.Mount) error {
+func extraMount(root string, m spec.Mount, extraOpts string) error {
 	dst := inRoot(root, m.Target)
 	switch m.Kind {
 	case "overlay":
-		opts := "lowerdir=" + m.Source + ",upperdir=" + m.Upper + ",workdir=" + m.Work + ",volatile"
+		opts := "lowerdir=" + m.Source + ",upperdir=" + m.Upper + ",workdir=" + m.Work + ",volatile" + extraOpts
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return step("create "+m.Target, err)
 		}

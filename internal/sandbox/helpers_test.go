@@ -63,14 +63,18 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	testutil.RequiresRoot(t)
 	images, base := sharedBase(t)
-	dir := t.TempDir()
+	dir := testutil.TraversableDir(t)
 	parent := fmt.Sprintf("warren-test-%d-%d", os.Getpid(), testSerial.Add(1))
 	h, err := cgroup.Detect(parent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sessions := filepath.Join(dir, "sessions")
-	rt, err := NewRuntime(sessions, h)
+	prog, _, err := Seccomp(true, h.Version())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := NewRuntime(sessions, h, Options{UserNS: true, Seccomp: prog})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/nsinit"
+	"github.com/warrenhq/warren/internal/quota"
 	"github.com/warrenhq/warren/internal/spec"
 )
 
@@ -38,27 +39,108 @@ var DefaultCaps = []int{
 	unix.CAP_NET_BIND_SERVICE, unix.CAP_SYS_CHROOT, unix.CAP_SETFCAP,
 }
 
+// DefaultMaskedPaths are hidden inside every sandbox (Docker's list): kernel
+// memory, keys, timers and hardware details of the host.
+var DefaultMaskedPaths = []string{
+	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+	"/proc/latency_stats", "/proc/sched_debug", "/proc/scsi", "/proc/timer_list",
+	"/proc/timer_stats", "/sys/devices/virtual/powercap", "/sys/firmware",
+}
+
+// DefaultReadOnlyPaths are read-only inside every sandbox.
+var DefaultReadOnlyPaths = []string{
+	"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+}
+
+// Options are the runtime's isolation settings.
+type Options struct {
+	// UserNS runs every sandbox in its own user namespace with its own block
+	// of host ids (the default). Without it sandboxed code runs as an
+	// unprivileged host user instead of root.
+	UserNS bool
+	// IDBase is the first host id handed out; 0 means DefaultIDBase.
+	IDBase uint32
+	// Seccomp is the compiled filter every sandbox gets (see package
+	// seccomp), or nil for none.
+	Seccomp []byte
+	// MaskedPaths and ReadOnlyPaths; nil means the defaults.
+	MaskedPaths, ReadOnlyPaths []string
+	// Layers holds the sandboxes' writable layers with a size limit each;
+	// nil keeps them in the state directory, unlimited.
+	Layers *quota.Layers
+}
+
 // Runtime starts sandboxes.
 type Runtime struct {
 	dir     string // sessions' state: <data>/sessions
 	cgroups *cgroup.Hierarchy
 	exe     string
+	opts    Options
+	ids     *idAllocator
 }
 
 // NewRuntime returns a runtime that keeps per-sandbox state under dir and
 // places sandboxes under the cgroup hierarchy h.
-func NewRuntime(dir string, h *cgroup.Hierarchy) (*Runtime, error) {
+func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 	if err := CheckPath(dir); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return nil, err
+	}
+	// Sandboxes' roots are unprivileged host users: they may pass through
+	// (not list) the state directory to reach their own subdirectory.
+	if err := os.Chmod(dir, 0o711); err != nil {
 		return nil, err
 	}
 	if err := h.Setup(); err != nil {
 		return nil, err
 	}
-	return &Runtime{dir: dir, cgroups: h, exe: "/proc/self/exe"}, nil
+	if o.UserNS {
+		if err := checkTraversable(dir); err != nil {
+			return nil, err
+		}
+		if o.Layers != nil {
+			// The layer store holds each sandbox's upper directory.
+			if err := os.Chmod(o.Layers.Dir(), 0o711); err != nil {
+				return nil, err
+			}
+			if err := checkTraversable(filepath.Join(o.Layers.Dir(), "x")); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if o.IDBase == 0 {
+		o.IDBase = DefaultIDBase
+	}
+	if o.MaskedPaths == nil {
+		o.MaskedPaths = DefaultMaskedPaths
+	}
+	if o.ReadOnlyPaths == nil {
+		o.ReadOnlyPaths = DefaultReadOnlyPaths
+	}
+	return &Runtime{dir: dir, cgroups: h, exe: "/proc/self/exe", opts: o, ids: newIDAllocator(o.IDBase)}, nil
 }
+
+// checkTraversable makes sure an unprivileged user can pass through every
+// directory above dir: a sandbox's root must reach its own state directory.
+func checkTraversable(dir string) error {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("sandboxes' roots are unprivileged host users and must be able to pass through %s (mode %04o): give it o+x, for example mode 0711", d, fi.Mode().Perm())
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+// Options returns the runtime's isolation settings.
+func (r *Runtime) Options() Options { return r.opts }
 
 // Cgroups returns the runtime's cgroup hierarchy.
 func (r *Runtime) Cgroups() *cgroup.Hierarchy { return r.cgroups }
@@ -90,6 +172,8 @@ type Config struct {
 	Env      []string
 	Shell    string
 	Limits   cgroup.Limits
+	// DiskBytes caps the writable layer (0: no cap). It needs Options.Layers.
+	DiskBytes int64
 	// BackgroundLogBytes bounds the background output log.
 	BackgroundLogBytes int
 }
@@ -99,12 +183,47 @@ type Overlay struct {
 	Source, Target string
 }
 
+// sendLayers makes an idmapped mount of each host directory, mapping the
+// host's ids onto the sandbox's user namespace (host root shows as the
+// sandbox's root), and sends them to the sandbox's init. Only the host's root
+// may idmap the host's filesystems, so the daemon does it.
+func sendLayers(pid int, sock *os.File, sources []string) error {
+	userns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the sandbox's user namespace: %w", err)
+	}
+	defer unix.Close(userns)
+	fds := make([]int, 0, len(sources))
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, src := range sources {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("clone mount of %s: %w", src, err)
+		}
+		fds = append(fds, fd)
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID, Userns_fd: uint64(userns)}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
+			return fmt.Errorf("idmap %s: %w", src, err)
+		}
+	}
+	if err := unix.Sendmsg(int(sock.Fd()), []byte{0}, unix.UnixRights(fds...), nil, 0); err != nil {
+		return fmt.Errorf("send layers to the sandbox: %w", err)
+	}
+	return nil
+}
+
 // Sandbox is a running sandbox.
 type Sandbox struct {
 	name string
 	dir  string
 	cg   *cgroup.Session
 	pid  int
+	ids  spec.IDRange
+	rt   *Runtime
 
 	conn *agentproto.Conn
 
@@ -121,11 +240,16 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 	if c.Name == "" || filepath.Base(c.Name) != c.Name || c.Name[0] == '.' {
 		return nil, fmt.Errorf("bad sandbox name %q", c.Name)
 	}
+	ids, err := r.ids.get()
+	if err != nil {
+		return nil, errdefs.New(errdefs.ErrResourceExhausted, "%v", err)
+	}
 	dir := filepath.Join(r.dir, c.Name)
 	if err := os.Mkdir(dir, 0o700); err != nil {
+		r.ids.put(ids)
 		return nil, fmt.Errorf("create sandbox directory: %w", err)
 	}
-	cleanup := []func(){func() { os.RemoveAll(dir) }}
+	cleanup := []func(){func() { os.RemoveAll(dir); r.ids.put(ids) }}
 	defer func() {
 		if err != nil {
 			for i := len(cleanup) - 1; i >= 0; i-- {
@@ -133,10 +257,33 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 			}
 		}
 	}()
-	for _, d := range []string{"upper", "work", "rootfs"} {
+	// With a user namespace the sandbox's root (ids.HostID on the host)
+	// owns its directory and layers; the daemon stays able to remove them.
+	owned := []string{dir}
+	for _, d := range []string{"rootfs", "layers"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
 		}
+		owned = append(owned, filepath.Join(dir, d))
+	}
+	// The writable layers: in the size-limited layer store when there is
+	// one, else in the state directory.
+	layer := dir
+	if r.opts.Layers != nil {
+		layer, err = r.opts.Layers.Create(c.Name, c.DiskBytes)
+		if err != nil {
+			return nil, fmt.Errorf("create writable layer: %w", err)
+		}
+		cleanup = append(cleanup, func() { r.opts.Layers.Remove(c.Name) })
+		owned = append(owned, layer)
+	} else if c.DiskBytes > 0 {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "this daemon has no disk quota support; leave the disk limit unset")
+	}
+	for _, d := range []string{"upper", "work"} {
+		if err := os.Mkdir(filepath.Join(layer, d), 0o755); err != nil {
+			return nil, err
+		}
+		owned = append(owned, filepath.Join(layer, d))
 	}
 	sp := &spec.Sandbox{
 		Version:  spec.Version,
@@ -144,8 +291,8 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 		Hostname: c.Hostname,
 		Root: spec.Root{
 			Lower:    c.Lower,
-			Upper:    filepath.Join(dir, "upper"),
-			Work:     filepath.Join(dir, "work"),
+			Upper:    filepath.Join(layer, "upper"),
+			Work:     filepath.Join(layer, "work"),
 			Target:   filepath.Join(dir, "rootfs"),
 			Volatile: true,
 		},
@@ -154,17 +301,33 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 		Shell:              c.Shell,
 		Caps:               DefaultCaps,
 		BackgroundLogBytes: c.BackgroundLogBytes,
+		MaskedPaths:        r.opts.MaskedPaths,
+		ReadOnlyPaths:      r.opts.ReadOnlyPaths,
+		Seccomp:            r.opts.Seccomp,
+	}
+	if r.opts.UserNS {
+		sp.UserNS = &ids
+	} else {
+		sp.RunAs = &ids
 	}
 	for i, o := range c.Overlays {
-		od := filepath.Join(dir, "ov"+strconv.Itoa(i))
+		od := filepath.Join(layer, "ov"+strconv.Itoa(i))
 		for _, d := range []string{od, od + "/upper", od + "/work"} {
 			if err := os.Mkdir(d, 0o755); err != nil {
 				return nil, err
 			}
+			owned = append(owned, d)
 		}
 		sp.Mounts = append(sp.Mounts, spec.Mount{Kind: "overlay", Source: o.Source, Target: o.Target, Upper: od + "/upper", Work: od + "/work"})
 	}
-	for _, p := range append(append([]string{}, c.Lower...), dir) {
+	if r.opts.UserNS {
+		for _, d := range owned {
+			if err := os.Lchown(d, int(ids.HostID), int(ids.HostID)); err != nil {
+				return nil, fmt.Errorf("hand %s to the sandbox's root: %w", d, err)
+			}
+		}
+	}
+	for _, p := range append(append([]string{}, c.Lower...), dir, layer) {
 		if err := CheckPath(p); err != nil {
 			return nil, err
 		}
@@ -175,6 +338,13 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
 	cleanup = append(cleanup, func() { cg.Kill(); cg.Destroy() })
+	if r.opts.UserNS {
+		// clone3(CLONE_INTO_CGROUP) by the agent is checked against its
+		// own credentials: on v2 the workload is delegated to its root.
+		if err := cg.Delegate(int(ids.HostID), int(ids.HostID)); err != nil {
+			return nil, fmt.Errorf("delegate cgroup: %w", err)
+		}
+	}
 	cgFiles, err := cg.Open()
 	if err != nil {
 		return nil, err
@@ -208,35 +378,68 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 		logFile.Close()
 		return nil, err
 	}
-	files := []uintptr{null.Fd(), logFile.Fd(), logFile.Fd(), specFile.Fd(), statusW.Fd(), ln.Fd()}
+	// The layers travel to a sandbox in a user namespace as idmapped
+	// mounts over this socket.
+	mountsR, mountsW := null, (*os.File)(nil)
+	if r.opts.UserNS {
+		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			statusW.Close()
+			logFile.Close()
+			null.Close()
+			return nil, err
+		}
+		mountsR, mountsW = os.NewFile(uintptr(sp[1]), "mounts"), os.NewFile(uintptr(sp[0]), "mounts")
+		defer mountsW.Close()
+	}
+	files := []uintptr{null.Fd(), logFile.Fd(), logFile.Fd(), specFile.Fd(), statusW.Fd(), ln.Fd(), mountsR.Fd()}
 	for _, f := range cgFiles.All() {
 		files = append(files, f.Fd())
 	}
 	var pidfd int = -1
-	attr := &syscall.ProcAttr{
-		Env:   []string{},
-		Files: files,
-		Sys: &syscall.SysProcAttr{
-			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET,
-			Setsid:     true,
-			PidFD:      &pidfd,
-		},
+	sys := &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET,
+		Setsid:     true,
+		PidFD:      &pidfd,
 	}
+	if r.opts.UserNS {
+		// The user namespace comes first in the clone, so it owns every
+		// other new namespace; init is its root (ids.HostID outside).
+		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(ids.HostID), Size: int(ids.Size)}}
+		sys.Cloneflags |= unix.CLONE_NEWUSER
+		sys.UidMappings, sys.GidMappings = m, m
+		sys.GidMappingsEnableSetgroups = true
+		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+	}
+	attr := &syscall.ProcAttr{Env: []string{}, Files: files, Sys: sys}
 	pid, err := syscall.ForkExec(r.exe, []string{"warren", "init"}, attr)
 	null.Close()
 	logFile.Close()
 	statusW.Close()
+	if mountsW != nil {
+		mountsR.Close()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox init: %w", err)
 	}
-	sb = &Sandbox{name: c.Name, dir: dir, cg: cg, pid: pid, done: make(chan struct{})}
+	sb = &Sandbox{name: c.Name, dir: dir, cg: cg, pid: pid, done: make(chan struct{}), ids: ids, rt: r}
 	if err := sb.watch(pidfd); err != nil {
 		unix.Kill(pid, unix.SIGKILL)
 		var ws unix.WaitStatus
 		unix.Wait4(pid, &ws, 0, nil)
 		return nil, err
 	}
-	cleanup = append(cleanup, func() { sb.kill() })
+	started := sb // the named result is nil by the time cleanup runs
+	cleanup = append(cleanup, func() { started.kill() })
+	if r.opts.UserNS {
+		sources := append([]string{}, c.Lower...)
+		for _, o := range c.Overlays {
+			sources = append(sources, o.Source)
+		}
+		if err := sendLayers(pid, mountsW, sources); err != nil {
+			return nil, err
+		}
+	}
 
 	if err := sb.awaitInit(ctx, statusR, cg); err != nil {
 		return nil, err
@@ -461,8 +664,24 @@ func (sb *Sandbox) ExitErr() error {
 	return sb.exitErr
 }
 
-// Stats reads the workload's resource use.
-func (sb *Sandbox) Stats() (cgroup.Stats, error) { return sb.cg.Stats() }
+// Stats reads the workload's resource use, and the size of its writable
+// layer when the layer store measures it.
+func (sb *Sandbox) Stats() (Stats, error) {
+	st, err := sb.cg.Stats()
+	out := Stats{Stats: st}
+	if l := sb.rt.opts.Layers; l != nil && err == nil {
+		if n, err := l.Usage(sb.name); err == nil {
+			out.DiskBytes = n
+		}
+	}
+	return out, err
+}
+
+// Stats is a sandbox's resource use.
+type Stats struct {
+	cgroup.Stats
+	DiskBytes int64
+}
 
 // kill ends PID 1; the kernel then kills every process of the namespace,
 // and PID 1 is reaped only once they are all gone.
@@ -500,8 +719,18 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	if err := sb.cg.Destroy(); err != nil {
 		errs = append(errs, err)
 	}
+	if l := sb.rt.opts.Layers; l != nil {
+		if err := l.Remove(sb.name); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("remove writable layer: %w", err))
+		}
+	}
 	if err := os.RemoveAll(sb.dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox directory: %w", err))
+	}
+	if len(errs) == 0 {
+		// Its ids may go to another sandbox only once nothing of it is
+		// left that they could reach.
+		sb.rt.ids.put(sb.ids)
 	}
 	return errors.Join(errs...)
 }
@@ -520,6 +749,11 @@ func (r *Runtime) Remove(name string) error {
 	}
 	if err := cg.Destroy(); err != nil {
 		errs = append(errs, err)
+	}
+	if l := r.opts.Layers; l != nil {
+		if err := l.Remove(name); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+			errs = append(errs, err)
+		}
 	}
 	if err := os.RemoveAll(filepath.Join(r.dir, name)); err != nil {
 		errs = append(errs, err)
@@ -544,6 +778,15 @@ func (r *Runtime) Leftovers() ([]string, error) {
 	}
 	for _, n := range cgs {
 		seen[n] = true
+	}
+	if l := r.opts.Layers; l != nil {
+		ls, err := l.Names()
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range ls {
+			seen[n] = true
+		}
 	}
 	var names []string
 	for n := range seen {

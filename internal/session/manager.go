@@ -51,8 +51,8 @@ func DefaultConfig() Config {
 	return Config{
 		MaxSessions:        100,
 		DefaultImage:       "base",
-		DefaultLimits:      Limits{MemoryMB: 512, CPUs: 1, Pids: 256},
-		MaxLimits:          Limits{MemoryMB: 16384, CPUs: 16, Pids: 32768},
+		DefaultLimits:      Limits{MemoryMB: 512, CPUs: 1, Pids: 256, DiskMB: 1024},
+		MaxLimits:          Limits{MemoryMB: 16384, CPUs: 16, Pids: 32768, DiskMB: 1 << 20},
 		DefaultIdleTTL:     30 * time.Minute,
 		MaxIdleTTL:         7 * 24 * time.Hour,
 		DefaultMaxLifetime: 24 * time.Hour,
@@ -105,6 +105,9 @@ func (c *Config) fill() {
 func fillLimits(l *Limits, d Limits) {
 	if l.MemoryMB == 0 {
 		l.MemoryMB = d.MemoryMB
+	}
+	if l.DiskMB == 0 {
+		l.DiskMB = d.DiskMB
 	}
 	if l.CPUs == 0 {
 		l.CPUs = d.CPUs
@@ -264,10 +267,14 @@ func (m *Manager) resolveLimits(l Limits) (Limits, error) {
 	if l.MemoryMB < 0 || l.CPUs < 0 || l.Pids < 0 || l.DiskMB < 0 {
 		return l, invalid("limits must not be negative")
 	}
-	if l.DiskMB != 0 {
-		return l, invalid("limits.disk_mb is not enforced by this version of warren; leave it unset")
+	disk := m.rt.Options().Layers != nil
+	if l.DiskMB != 0 && !disk {
+		return l, invalid("limits.disk_mb cannot be enforced by this daemon (it runs without a layer store); leave it unset")
 	}
 	fillLimits(&l, d)
+	if !disk {
+		l.DiskMB = 0
+	}
 	switch {
 	case l.MemoryMB < 16:
 		return l, invalid("limits.memory_mb must be at least 16")
@@ -281,6 +288,10 @@ func (m *Manager) resolveLimits(l Limits) (Limits, error) {
 		return l, invalid("limits.cpus must be at least 0.01")
 	case l.CPUs > mx.CPUs:
 		return l, invalid("limits.cpus %g exceeds the maximum of %g", l.CPUs, mx.CPUs)
+	case disk && l.DiskMB < 16:
+		return l, invalid("limits.disk_mb must be at least 16")
+	case disk && l.DiskMB > mx.DiskMB:
+		return l, invalid("limits.disk_mb %d exceeds the maximum of %d", l.DiskMB, mx.DiskMB)
 	}
 	return l, nil
 }
@@ -480,6 +491,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, hidden bool) (*Se
 			Pids:        rec.Limits.Pids,
 			CPUs:        rec.Limits.CPUs,
 		},
+		DiskBytes:          rec.Limits.DiskMB << 20,
 		BackgroundLogBytes: m.cfg.BackgroundLogBytes,
 	}
 	for _, d := range img.HostDirs {
@@ -584,7 +596,7 @@ func (m *Manager) lookup(tenant, id string) (*entry, error) {
 type Info struct {
 	Session
 	Cwd   string
-	Usage *cgroup.Stats
+	Usage *sandbox.Stats
 }
 
 // Get returns a session with its live usage.

@@ -19,7 +19,8 @@ const (
 	FDSpec     = 3 // the JSON Sandbox, in a sealed memfd (init and agent)
 	FDStatus   = 4 // pipe to the daemon: init's progress and errors; closed when the agent starts
 	FDListener = 5 // the agent's listening socket, bound on the host side
-	FDCgroup   = 6 // first cgroup descriptor; see Cgroup for the layout
+	FDMounts   = 6 // socket on which init receives idmapped layer mounts (user namespace only)
+	FDCgroup   = 7 // first cgroup descriptor; see Cgroup for the layout
 )
 
 // Sandbox describes one sandbox.
@@ -42,11 +43,35 @@ type Sandbox struct {
 	// Caps are the capability numbers the sandbox keeps.
 	Caps []int `json:"caps"`
 
+	// UserNS is set when the sandbox runs in its own user namespace (the
+	// default): its root is HostID on the host. Then the image's layers and
+	// host directories arrive as idmapped mounts on FDMounts, in the order
+	// of Root.Lower then Mounts, and Root.Lower holds only their count.
+	UserNS *IDRange `json:"userns,omitempty"`
+	// RunAs is the uid and gid of every process the agent starts when
+	// there is no user namespace: then sandboxed code is an unprivileged
+	// host user, not root.
+	RunAs *IDRange `json:"run_as,omitempty"`
+	// MaskedPaths are hidden (files under /dev/null, directories under an
+	// empty read-only tmpfs); ReadOnlyPaths are made read-only. Both are
+	// paths inside the sandbox; missing ones are skipped.
+	MaskedPaths   []string `json:"masked_paths,omitempty"`
+	ReadOnlyPaths []string `json:"read_only_paths,omitempty"`
+	// Seccomp is the compiled filter, installed right before the agent is
+	// exec'd (8 bytes per instruction), or empty for none.
+	Seccomp []byte `json:"seccomp,omitempty"`
+
 	Cgroup Cgroup `json:"cgroup"`
 
 	// BackgroundLogBytes bounds the ring buffer of output written by
 	// background processes after their command returned.
 	BackgroundLogBytes int `json:"background_log_bytes"`
+}
+
+// IDRange is a block of host ids: sandbox id 0 is HostID on the host.
+type IDRange struct {
+	HostID uint32 `json:"host_id"`
+	Size   uint32 `json:"size"`
 }
 
 // Root is the overlay that becomes the sandbox's /.

@@ -219,3 +219,17 @@ func tree(dir string) []string {
 	}
 	return out
 }
+
+// TraversableDir returns a fresh temporary directory that an unprivileged
+// user can pass through, as a data directory must be: sandboxes' roots are
+// unprivileged host users. t.TempDir() alone is mode 0700.
+func TraversableDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
