@@ -35,7 +35,7 @@ type Config struct {
 	// NoDiskQuota runs without a layer store: writable layers are then
 	// unlimited and sessions may not ask for limits.disk_mb.
 	NoDiskQuota bool
-	Session       session.Config
+	Session     session.Config
 }
 
 // Default returns the embedded defaults.
