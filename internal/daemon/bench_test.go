@@ -1,9 +1,10 @@
-package daemon
+package daemon_test
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/warrenhq/warren/internal/daemon/daemontest"
 	"io"
 	"os/exec"
 	"slices"
@@ -51,8 +52,8 @@ func BenchmarkHostForkExecTrue(b *testing.B) {
 	})
 }
 
-func benchDaemon(b *testing.B) *harness {
-	return startDaemon(b, func(c *config.Config) { c.Session.MaxSessions = 1000 })
+func benchDaemon(b *testing.B) *daemontest.Harness {
+	return daemontest.Start(b, func(c *config.Config) { c.Session.MaxSessions = 1000 })
 }
 
 func BenchmarkCreate(b *testing.B) {
@@ -60,14 +61,14 @@ func BenchmarkCreate(b *testing.B) {
 	ctx := context.Background()
 	var ids []string
 	timed(b, func() {
-		s, err := h.c.CreateSession(ctx, &api.CreateSessionRequest{})
+		s, err := h.Client.CreateSession(ctx, &api.CreateSessionRequest{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		ids = append(ids, s.ID)
 	})
 	for _, id := range ids {
-		h.c.DeleteSession(ctx, id)
+		h.Client.DeleteSession(ctx, id)
 	}
 }
 
@@ -77,13 +78,13 @@ func BenchmarkDelete(b *testing.B) {
 	var ts timings
 	for b.Loop() {
 		b.StopTimer()
-		s, err := h.c.CreateSession(ctx, &api.CreateSessionRequest{})
+		s, err := h.Client.CreateSession(ctx, &api.CreateSessionRequest{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 		t0 := time.Now()
-		if err := h.c.DeleteSession(ctx, s.ID); err != nil {
+		if err := h.Client.DeleteSession(ctx, s.ID); err != nil {
 			b.Fatal(err)
 		}
 		ts = append(ts, time.Since(t0))
@@ -94,16 +95,16 @@ func BenchmarkDelete(b *testing.B) {
 func benchExec(b *testing.B, req *api.ExecRequest, want string) {
 	h := benchDaemon(b)
 	ctx := context.Background()
-	s, err := h.c.CreateSession(ctx, &api.CreateSessionRequest{})
+	s, err := h.Client.CreateSession(ctx, &api.CreateSessionRequest{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer h.c.DeleteSession(ctx, s.ID)
+	defer h.Client.DeleteSession(ctx, s.ID)
 	for range 20 { // warm up
-		h.c.Exec(ctx, s.ID, req)
+		h.Client.Exec(ctx, s.ID, req)
 	}
 	timed(b, func() {
-		res, err := h.c.Exec(ctx, s.ID, req)
+		res, err := h.Client.Exec(ctx, s.ID, req)
 		if err != nil || res.ExitCode != 0 || res.Stdout != want {
 			b.Fatalf("exec: %v %+v", err, res)
 		}
@@ -125,22 +126,22 @@ func BenchmarkExecTrueArgv(b *testing.B) {
 func BenchmarkFile1MiB(b *testing.B) {
 	h := benchDaemon(b)
 	ctx := context.Background()
-	s, err := h.c.CreateSession(ctx, &api.CreateSessionRequest{})
+	s, err := h.Client.CreateSession(ctx, &api.CreateSessionRequest{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer h.c.DeleteSession(ctx, s.ID)
+	defer h.Client.DeleteSession(ctx, s.ID)
 	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
 	b.Run("write", func(b *testing.B) {
 		timed(b, func() {
-			if _, err := h.c.WriteFile(ctx, s.ID, "bench.bin", bytes.NewReader(data), 0); err != nil {
+			if _, err := h.Client.WriteFile(ctx, s.ID, "bench.bin", bytes.NewReader(data), 0); err != nil {
 				b.Fatal(err)
 			}
 		})
 	})
 	b.Run("read", func(b *testing.B) {
 		timed(b, func() {
-			rc, err := h.c.ReadFile(ctx, s.ID, "bench.bin")
+			rc, err := h.Client.ReadFile(ctx, s.ID, "bench.bin")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/warrenhq/warren/internal/daemon/daemontest"
 	"io"
 	"net/http"
 	"slices"
@@ -25,8 +26,8 @@ var bg = context.Background()
 
 // TestQuickStart is the README's walk-through.
 func TestQuickStart(t *testing.T) {
-	h := startDaemon(t, nil)
-	c := h.c
+	h := daemontest.Start(t, nil)
+	c := h.Client
 	s, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "demo"})
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +67,9 @@ func TestQuickStart(t *testing.T) {
 }
 
 // raw sends a request and decodes the error envelope if any.
-func raw(t *testing.T, h *harness, method, path, body string) (int, http.Header, api.Error, string) {
+func raw(t *testing.T, h *daemontest.Harness, method, path, body string) (int, http.Header, api.Error, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, h.URL+path, strings.NewReader(body))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -81,8 +82,8 @@ func raw(t *testing.T, h *harness, method, path, body string) (int, http.Header,
 }
 
 func TestAPIErrors(t *testing.T) {
-	h := startDaemon(t, func(c *config.Config) { c.Session.MaxFileBytes = 1 << 20 })
-	if _, err := h.c.CreateSession(bg, &api.CreateSessionRequest{ID: "s"}); err != nil {
+	h := daemontest.Start(t, func(c *config.Config) { c.Session.MaxFileBytes = 1 << 20 })
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "s"}); err != nil {
 		t.Fatal(err)
 	}
 	huge := `{"command":"` + strings.Repeat("x", 9<<20) + `"}`
@@ -146,7 +147,7 @@ func TestAPIErrors(t *testing.T) {
 		t.Errorf("PATCH /v1/sessions/s = %d %+v Allow %q", status, env, hdr.Get("Allow"))
 	}
 	// The daemon still serves, and the session still works.
-	res, err := h.c.Exec(bg, "s", &api.ExecRequest{Command: "echo fine"})
+	res, err := h.Client.Exec(bg, "s", &api.ExecRequest{Command: "echo fine"})
 	if err != nil || res.Stdout != "fine\n" {
 		t.Errorf("after the bad requests: %+v %v", res, err)
 	}
@@ -160,7 +161,7 @@ func trim(s string) string {
 }
 
 func TestIdempotentCreate(t *testing.T) {
-	h := startDaemon(t, nil)
+	h := daemontest.Start(t, nil)
 	var mu sync.Mutex
 	statuses := map[int]int{}
 	var created []string
@@ -186,52 +187,52 @@ func TestIdempotentCreate(t *testing.T) {
 	if created[0] != created[len(created)-1] {
 		t.Errorf("creates returned different sessions: %v", created)
 	}
-	list, _ := h.c.ListSessions(bg)
+	list, _ := h.Client.ListSessions(bg)
 	if len(list) != 1 {
 		t.Errorf("ListSessions = %d sessions, want 1", len(list))
 	}
 }
 
 func TestMaxSessions(t *testing.T) {
-	h := startDaemon(t, func(c *config.Config) { c.Session.MaxSessions = 2 })
+	h := daemontest.Start(t, func(c *config.Config) { c.Session.MaxSessions = 2 })
 	for _, id := range []string{"a", "b"} {
-		if _, err := h.c.CreateSession(bg, &api.CreateSessionRequest{ID: id}); err != nil {
+		if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := h.c.CreateSession(bg, &api.CreateSessionRequest{ID: "c"})
+	_, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "c"})
 	if client.Code(err) != "resource_exhausted" {
 		t.Fatalf("third session = %v, want resource_exhausted", err)
 	}
 	// The existing id still answers: idempotence is not capacity.
-	if _, err := h.c.CreateSession(bg, &api.CreateSessionRequest{ID: "a"}); err != nil {
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "a"}); err != nil {
 		t.Errorf("re-create of an existing id at capacity: %v", err)
 	}
-	h.c.DeleteSession(bg, "a")
-	if _, err := h.c.CreateSession(bg, &api.CreateSessionRequest{ID: "c"}); err != nil {
+	h.Client.DeleteSession(bg, "a")
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "c"}); err != nil {
 		t.Errorf("create after a delete freed room: %v", err)
 	}
 }
 
 func TestIdleExpiry(t *testing.T) {
-	h := startDaemon(t, nil)
-	if _, err := h.c.CreateSession(bg, &api.CreateSessionRequest{ID: "short", TTLSeconds: 1}); err != nil {
+	h := daemontest.Start(t, nil)
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "short", TTLSeconds: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.c.CreateSession(bg, &api.CreateSessionRequest{ID: "busy", TTLSeconds: 1}); err != nil {
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "busy", TTLSeconds: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// A call that outlasts the TTL keeps its session alive.
-	res, err := h.c.Exec(bg, "busy", &api.ExecRequest{Command: "sleep 2.5; echo done"})
+	res, err := h.Client.Exec(bg, "busy", &api.ExecRequest{Command: "sleep 2.5; echo done"})
 	if err != nil || res.Stdout != "done\n" {
 		t.Fatalf("long call on a short-TTL session: %+v %v", res, err)
 	}
-	if _, err := h.c.GetSession(bg, "short"); !client.IsNotFound(err) {
+	if _, err := h.Client.GetSession(bg, "short"); !client.IsNotFound(err) {
 		t.Errorf("idle session after its TTL: %v, want not_found", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, err := h.c.GetSession(bg, "busy")
+		_, err := h.Client.GetSession(bg, "busy")
 		if client.IsNotFound(err) {
 			break
 		}
@@ -243,27 +244,27 @@ func TestIdleExpiry(t *testing.T) {
 }
 
 func TestRun(t *testing.T) {
-	h := startDaemon(t, nil)
-	res, err := h.c.Run(bg, &api.RunRequest{ExecRequest: api.ExecRequest{Command: "echo $((6*7)); hostname >&2; exit 4"}})
+	h := daemontest.Start(t, nil)
+	res, err := h.Client.Run(bg, &api.RunRequest{ExecRequest: api.ExecRequest{Command: "echo $((6*7)); hostname >&2; exit 4"}})
 	if err != nil || res.Stdout != "42\n" || res.ExitCode != 4 {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
-	list, err := h.c.ListSessions(bg)
+	list, err := h.Client.ListSessions(bg)
 	if err != nil || len(list) != 0 {
 		t.Errorf("sessions after a run: %v %v", list, err)
 	}
-	st, _ := h.c.Stats(bg)
+	st, _ := h.Client.Stats(bg)
 	if st == nil || st.Sessions != 0 {
 		t.Errorf("Stats after a run = %+v", st)
 	}
 }
 
 func TestExecResultFields(t *testing.T) {
-	h := startDaemon(t, nil)
-	if _, err := h.c.CreateSession(bg, &api.CreateSessionRequest{ID: "x", Limits: &api.Limits{MemoryMB: 64}}); err != nil {
+	h := daemontest.Start(t, nil)
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "x", Limits: &api.Limits{MemoryMB: 64}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.c.Exec(bg, "x", &api.ExecRequest{Command: `printf 'ok\xff'; printf 'warn' >&2`})
+	res, err := h.Client.Exec(bg, "x", &api.ExecRequest{Command: `printf 'ok\xff'; printf 'warn' >&2`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,31 +273,31 @@ func TestExecResultFields(t *testing.T) {
 		t.Errorf("binary output: %+v", res)
 	}
 	stdin := "hello"
-	res, _ = h.c.Exec(bg, "x", &api.ExecRequest{Command: "tr a-z A-Z", Stdin: &stdin})
+	res, _ = h.Client.Exec(bg, "x", &api.ExecRequest{Command: "tr a-z A-Z", Stdin: &stdin})
 	if res.Stdout != "HELLO" {
 		t.Errorf("stdin: %+v", res)
 	}
-	res, _ = h.c.Exec(bg, "x", &api.ExecRequest{Command: "sleep 10", TimeoutMs: 200})
+	res, _ = h.Client.Exec(bg, "x", &api.ExecRequest{Command: "sleep 10", TimeoutMs: 200})
 	if !res.TimedOut {
 		t.Errorf("timeout: %+v", res)
 	}
-	res, _ = h.c.Exec(bg, "x", &api.ExecRequest{Command: "seq 100000", MaxOutputBytes: 100})
+	res, _ = h.Client.Exec(bg, "x", &api.ExecRequest{Command: "seq 100000", MaxOutputBytes: 100})
 	if !res.Truncated || len(res.Stdout) != 100 {
 		t.Errorf("output cap: truncated %v, %d bytes", res.Truncated, len(res.Stdout))
 	}
-	res, _ = h.c.Exec(bg, "x", &api.ExecRequest{Command: "tail /dev/zero"})
+	res, _ = h.Client.Exec(bg, "x", &api.ExecRequest{Command: "tail /dev/zero"})
 	if !res.OOMKilled {
 		t.Errorf("memory hog: %+v", res)
 	}
-	res, _ = h.c.Exec(bg, "x", &api.ExecRequest{Argv: []string{"sh", "-c", "kill -KILL $$"}})
+	res, _ = h.Client.Exec(bg, "x", &api.ExecRequest{Argv: []string{"sh", "-c", "kill -KILL $$"}})
 	if res.Signal != "SIGKILL" || res.ExitCode != 137 || res.OOMKilled {
 		t.Errorf("killed argv: %+v", res)
 	}
 }
 
 func TestFilesAPI(t *testing.T) {
-	h := startDaemon(t, nil)
-	c := h.c
+	h := daemontest.Start(t, nil)
+	c := h.Client
 	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "f", Cwd: "/srv/app"}); err != nil {
 		t.Fatal(err)
 	}
@@ -354,12 +355,12 @@ func TestFilesAPI(t *testing.T) {
 }
 
 func TestOpenAPIMatchesRoutes(t *testing.T) {
-	h := startDaemon(t, nil)
+	h := daemontest.Start(t, nil)
 	doc, err := api.OpenAPIRoutes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(doc, h.d.API().Routes()); diff != "" {
+	if diff := cmp.Diff(doc, h.Daemon.API().Routes()); diff != "" {
 		t.Errorf("api/openapi.yaml and the served routes differ (-document +served):\n%s", diff)
 	}
 	for _, p := range []string{"/openapi.yaml", "/openapi.json"} {
@@ -371,22 +372,22 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 }
 
 func TestShutdownLeavesNothing(t *testing.T) {
-	h := startDaemon(t, nil)
+	h := daemontest.Start(t, nil)
 	for i := range 3 {
 		id := fmt.Sprintf("s%d", i)
-		if _, err := h.c.CreateSession(bg, &api.CreateSessionRequest{ID: id}); err != nil {
+		if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: id}); err != nil {
 			t.Fatal(err)
 		}
-		h.c.Exec(bg, id, &api.ExecRequest{Command: "sleep 1000 & nohup sleep 999 >/dev/null 2>&1 & echo x > /tmp/f"})
+		h.Client.Exec(bg, id, &api.ExecRequest{Command: "sleep 1000 & nohup sleep 999 >/dev/null 2>&1 & echo x > /tmp/f"})
 	}
 	// A call in flight at shutdown ends with the session.
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.c.Exec(bg, "s0", &api.ExecRequest{Command: "sleep 60"})
+		_, err := h.Client.Exec(bg, "s0", &api.ExecRequest{Command: "sleep 60"})
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
-	h.stop()
+	h.Stop()
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):

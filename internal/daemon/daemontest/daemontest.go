@@ -1,4 +1,8 @@
-package daemon
+// Package daemontest runs a real warren daemon inside a test: on a free
+// loopback port, with its own data directory and cgroup parent, and a check
+// at the end that it left nothing behind on the host. Test binaries that use
+// it must call testutil.SandboxMain first in TestMain.
+package daemontest
 
 import (
 	"context"
@@ -13,34 +17,33 @@ import (
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/daemon"
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	testutil.SandboxMain()
-	os.Exit(m.Run())
-}
-
 var serial atomic.Int64
 
-type harness struct {
-	c       *client.Client
-	d       *Daemon
-	url     string
-	dataDir string
+// Harness is a daemon under test.
+type Harness struct {
+	Client  *client.Client
+	Daemon  *daemon.Daemon
+	URL     string
+	DataDir string
+	Config  config.Config
 	stop    func()
 }
 
-// startDaemon runs a daemon on a free loopback port with its own data dir
-// and cgroup parent, checks at the end that it left nothing behind, and
-// returns a client of it.
-func startDaemon(t testing.TB, mutate func(*config.Config)) *harness {
+// Stop shuts the daemon down now (it also happens at cleanup).
+func (h *Harness) Stop() { h.stop() }
+
+// Start runs a daemon for the test; mutate may change its configuration.
+func Start(t testing.TB, mutate func(*config.Config)) *Harness {
 	t.Helper()
 	testutil.RequiresRoot(t)
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.DataDir = testutil.TraversableDir(t)
-	cfg.CgroupParent = fmt.Sprintf("warren-test-%d-d%d", os.Getpid(), serial.Add(1))
+	cfg.CgroupParent = fmt.Sprintf("%s%d-d%d", testutil.TestCgroupPrefix, os.Getpid(), serial.Add(1))
 	cfg.ShutdownGrace = 2 * time.Second
 	cfg.Session.ReapInterval = 100 * time.Millisecond
 	if mutate != nil {
@@ -53,9 +56,9 @@ func startDaemon(t testing.TB, mutate func(*config.Config)) *harness {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	// Registered first, so it runs last: after the daemon stopped.
-	testutil.CheckLeaks(t, cfg.CgroupParent, filepath.Join(cfg.DataDir, "sessions"))
+	testutil.CheckLeaks(t, cfg.CgroupParent, filepath.Join(cfg.DataDir, "sessions"), filepath.Join(cfg.DataDir, "layers"))
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := New(ctx, cfg, log)
+	d, err := daemon.New(ctx, cfg, log)
 	if err != nil {
 		cancel()
 		t.Fatalf("start daemon: %v", err)
@@ -75,5 +78,5 @@ func startDaemon(t testing.TB, mutate func(*config.Config)) *harness {
 	}
 	t.Cleanup(stop)
 	url := "http://" + d.Addr().String()
-	return &harness{c: client.New(url), d: d, url: url, dataDir: cfg.DataDir, stop: stop}
+	return &Harness{Client: client.New(url), Daemon: d, URL: url, DataDir: cfg.DataDir, Config: cfg, stop: stop}
 }
