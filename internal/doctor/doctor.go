@@ -5,7 +5,6 @@
 package doctor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +23,20 @@ import (
 	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/image"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/seccomp"
 )
+
+// isolationProbe prints, from inside a fresh sandbox, what the sandbox
+// actually got: namespaces, id map, privileges, seccomp, masked paths.
+const isolationProbe = `echo "ns $(for n in pid mnt uts ipc net cgroup user; do readlink /proc/self/ns/$n; done | tr '\n' ' ')"
+echo "hostns $(cat /proc/1/cgroup >/dev/null 2>&1; echo)"
+echo "uidmap $(tr -s ' ' </proc/self/uid_map)"
+grep -E '^(CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status
+echo "procs $(ls /proc | grep -c '^[0-9]*$')"
+echo "netdevs $(ls /sys/class/net | tr '\n' ' ')"
+for p in /proc/kcore /proc/keys /proc/timer_list /sys/firmware; do if [ -d $p ]; then n=$(ls -A $p | wc -l); echo "mask $p entries=$n"; else echo "mask $p bytes=$(head -c 64 $p 2>/dev/null | wc -c)"; fi; done
+echo "roproc $(touch /proc/sys/kernel/hostname 2>&1 | grep -q -i 'read-only\|permission' && echo yes || echo no)"
+echo "nested-userns $(cat /proc/sys/user/max_user_namespaces)"`
 
 // Check is one finding.
 type Check struct {
@@ -50,7 +62,7 @@ func Run(ctx context.Context, o Options) []Check {
 	root := add(checkRoot())
 	add(checkNamespaces(unix.CLONE_NEWNS|unix.CLONE_NEWPID|unix.CLONE_NEWUTS|unix.CLONE_NEWIPC|unix.CLONE_NEWNET|unix.CLONE_NEWCGROUP,
 		"namespaces: mount, pid, uts, ipc, net, cgroup", true))
-	add(checkUserNS())
+	add(checkUserNS(o.DataDir))
 	add(checkFilesystem("overlay", "overlayfs", "load the module: modprobe overlay", true))
 	add(checkSeccomp())
 	cg, cgOK := checkCgroups(o.CgroupParent)
@@ -142,15 +154,23 @@ func checkNamespaces(flags uintptr, name string, required bool) Check {
 	return c
 }
 
-func checkUserNS() Check {
-	c := checkNamespaces(unix.CLONE_NEWUSER, "user namespaces", false)
-	if c.OK {
-		if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil {
-			c.Detail = "created (max_user_namespaces " + strings.TrimSpace(string(b)) + "); warren does not map sandboxes into them yet"
+// checkUserNS checks what sandboxes' user namespaces need: a namespace with
+// a mapped block of ids, and idmapped mounts on the filesystem of the images.
+func checkUserNS(dataDir string) Check {
+	c := Check{Name: "user namespaces", Required: true}
+	probe := dataDir
+	for {
+		if _, err := os.Stat(probe); err == nil {
+			break
 		}
-	} else {
-		c.Fix = "enable user namespaces (sysctl user.max_user_namespaces > 0); sandboxes will need them for uid mapping"
+		probe = filepath.Dir(probe)
 	}
+	if err := sandbox.ProbeUserNS(probe); err != nil {
+		c.Detail = err.Error()
+		c.Fix = "enable user namespaces (sysctl user.max_user_namespaces > 0) on Linux 5.12+ with the data dir on ext4, xfs or btrfs; or run the daemon with --allow-no-userns, which runs sandboxed code as an unprivileged host user instead of root in its own namespace"
+		return c
+	}
+	c.OK, c.Detail = true, "sandboxes get their own namespace and id block; image layers can be idmapped"
 	return c
 }
 
@@ -269,7 +289,12 @@ func fsName(t int64) string {
 // pivot_root, cgroup namespace, agent) and runs a command in it.
 func checkSandbox(ctx context.Context, o Options) Check {
 	c := Check{Name: "sandbox", Required: true}
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+	// As the daemon makes it: passable by sandboxes' unprivileged roots.
+	if err := os.MkdirAll(o.DataDir, 0o711); err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	if err := os.Chmod(o.DataDir, 0o711); err != nil {
 		c.Detail = err.Error()
 		return c
 	}
@@ -300,7 +325,8 @@ func checkSandbox(ctx context.Context, o Options) Check {
 		return c
 	}
 	opts := sandbox.Options{UserNS: sandbox.ProbeUserNS(filepath.Join(tmp, "images")) == nil}
-	if opts.Seccomp, _, err = sandbox.Seccomp(opts.UserNS, h.Version()); err != nil {
+	var pol *seccomp.Policy
+	if opts.Seccomp, pol, err = sandbox.Seccomp(opts.UserNS, h.Version()); err != nil {
 		c.Detail = "compile the seccomp filter: " + err.Error()
 		return c
 	}
@@ -325,18 +351,17 @@ func checkSandbox(ctx context.Context, o Options) Check {
 	}
 	took := time.Since(start)
 	defer sb.Destroy(context.Background())
-	res, err := sb.Exec(ctx, &agentproto.ExecRequest{Command: "echo ok; ls /proc | grep -c '^[0-9]'", Timeout: 10 * time.Second, MaxOutput: 4096}, nil, nil)
+	res, err := sb.Exec(ctx, &agentproto.ExecRequest{Command: isolationProbe, Timeout: 10 * time.Second, MaxOutput: 1 << 16}, nil, nil)
 	if err != nil {
 		c.Detail = "started, but a command failed: " + err.Error()
 		return c
 	}
-	out := string(bytes.TrimSpace(res.Stdout))
-	if res.ExitCode != 0 || !strings.HasPrefix(out, "ok") {
+	if res.ExitCode != 0 {
 		c.Detail = fmt.Sprintf("a command answered %d: %q %q", res.ExitCode, res.Stdout, res.Stderr)
 		return c
 	}
 	c.OK = true
-	c.Detail = fmt.Sprintf("started in %v, ran a command (%s processes visible inside)", took.Round(time.Millisecond), strings.TrimPrefix(strings.TrimPrefix(out, "ok"), "\n"))
+	c.Detail = fmt.Sprintf("started in %v and ran a command; effective isolation:\n%s", took.Round(time.Millisecond), describeIsolation(res.Stdout, pol, cfg.Limits))
 	if err := sb.Destroy(context.Background()); err != nil {
 		c.OK, c.Detail = false, "teardown: "+err.Error()
 	}
@@ -344,3 +369,45 @@ func checkSandbox(ctx context.Context, o Options) Check {
 }
 
 var _ = errors.New
+
+// describeIsolation turns the probe's output into the report doctor prints.
+func describeIsolation(out []byte, pol *seccomp.Policy, l cgroup.Limits) string {
+	var b strings.Builder
+	line := func(k, v string) { fmt.Fprintf(&b, "         %-16s %s\n", k, v) }
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		k, v := f[0], strings.Join(f[1:], " ")
+		switch {
+		case k == "ns":
+			line("namespaces", v)
+		case k == "uidmap":
+			f := strings.Fields(v)
+			if len(f) == 3 && f[1] != "0" {
+				line("user namespace", fmt.Sprintf("uid 0 inside is uid %s on the host (%s ids)", f[1], f[2]))
+			} else {
+				line("user namespace", "none ("+v+")")
+			}
+		case strings.HasPrefix(k, "Cap") || k == "NoNewPrivs:" || k == "Seccomp:" || k == "Seccomp_filters:":
+			line(strings.TrimSuffix(k, ":"), v)
+		case k == "procs":
+			line("processes seen", v)
+		case k == "netdevs":
+			line("network", v)
+		case k == "mask":
+			line("masked", v)
+		case k == "roproc":
+			line("/proc/sys ro", v)
+		case k == "nested-userns":
+			line("nested userns", "max_user_namespaces="+v)
+		}
+	}
+	if pol != nil {
+		st := pol.Stats()
+		line("seccomp policy", fmt.Sprintf("%d syscalls allowed, %d allowed for some arguments, %d refused explicitly, everything else EPERM", st.Allowed, st.Conditional, st.Refused))
+	}
+	line("limits", fmt.Sprintf("memory %d MiB, pids %d, cpus %g", l.MemoryBytes>>20, l.Pids, l.CPUs))
+	return strings.TrimRight(b.String(), "\n")
+}
