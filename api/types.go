@@ -32,6 +32,10 @@ type CreateSessionRequest struct {
 	// MaxLifetimeSeconds bounds the session's age regardless of use.
 	MaxLifetimeSeconds int64             `json:"max_lifetime_seconds,omitempty"`
 	Labels             map[string]string `json:"labels,omitempty"`
+	// User runs the session's processes as a user of the image: a name from
+	// its /etc/passwd (the base image has "sandbox", uid 1000), "uid" or
+	// "uid:gid". Default root (root of the session's own user namespace).
+	User string `json:"user,omitempty"`
 }
 
 // Usage is a session's live resource use.
@@ -57,6 +61,7 @@ type Session struct {
 	Limits    Limits            `json:"limits"`
 	Network   string            `json:"network"`
 	Labels    map[string]string `json:"labels,omitempty"`
+	User      string            `json:"user"`
 	Usage     *Usage            `json:"usage,omitempty"`
 	// Reason says why a session is in state "failed".
 	Reason string `json:"reason,omitempty"`

@@ -36,6 +36,11 @@ type Agent struct {
 	spawner *spawner
 	shell   *shell
 	bg      *ring
+	// owner, when sandboxed code is not root, gets the files the agent
+	// writes on the file API's behalf.
+	owner *account
+	// startErr fails the daemon's hello: the sandbox cannot serve.
+	startErr error
 
 	startOnce sync.Once
 }
@@ -56,17 +61,42 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// Nothing inherited may reach a sandboxed process.
-	for fd := spec.FDSpec; fd <= s.Cgroup.LastFD(); fd++ {
-		unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+	// Nothing inherited may reach a sandboxed process: the binary's own
+	// descriptor (a dynamically linked agent) goes, and everything else
+	// becomes close-on-exec.
+	unix.Close(spec.FDExe)
+	if err := unix.CloseRange(spec.FDSpec, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for fd := spec.FDSpec; fd <= s.Cgroup.LastFD(); fd++ {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		}
 	}
 	ignoreSignals()
 	a := &Agent{spec: s, reaper: newReaper(), bg: newRing(s.BackgroundLogBytes)}
-	a.spawner, err = newSpawner(a.reaper, s.Cgroup, s.RunAs)
+	env := s.Env
+	var runAs *syscall.Credential
+	if s.RunAs != nil {
+		runAs = &syscall.Credential{Uid: s.RunAs.HostID, Gid: s.RunAs.HostID, Groups: []uint32{}}
+		a.owner = &account{uid: s.RunAs.HostID, gid: s.RunAs.HostID}
+	}
+	if s.User != "" {
+		// A bad user fails the hello, so the create reports it.
+		acct, err := lookupUser(s.User)
+		if err != nil {
+			a.startErr = err
+		} else if acct != nil {
+			runAs, a.owner = acct.credential(), acct
+			env = acct.env(env)
+			// The session's base directory belongs to its user.
+			if fi, err := os.Stat(s.BaseDir); err == nil && fi.IsDir() {
+				os.Chown(s.BaseDir, int(acct.uid), int(acct.gid))
+			}
+		}
+	}
+	a.spawner, err = newSpawner(a.reaper, s.Cgroup, runAs)
 	if err != nil {
 		return err
 	}
-	a.shell = newShell(a, pickShell(s.Shell), s.Env, s.BaseDir)
+	a.shell = newShell(a, pickShell(s.Shell), env, s.BaseDir)
 	lf := os.NewFile(spec.FDListener, "listener")
 	ln, err := net.FileListener(lf)
 	if err != nil {
@@ -156,6 +186,10 @@ func (a *Agent) handle(ctx context.Context, s *agentproto.Stream, op agentproto.
 		var h agentproto.Hello
 		if err := json.Unmarshal(args, &h); err != nil || h.Version != agentproto.Version {
 			s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "agent speaks protocol %d, not %d", agentproto.Version, h.Version))
+			return
+		}
+		if a.startErr != nil {
+			s.Fail(a.startErr)
 			return
 		}
 		// The first hello starts the shell: by then the daemon has put the

@@ -60,6 +60,9 @@ func (a *Agent) fileOp(ctx context.Context, s *agentproto.Stream, op agentproto.
 		rep.Size, err = readFile(ctx, s, p, req.MaxBytes)
 	case agentproto.OpWriteFile:
 		rep.Size, err = writeFile(ctx, s, p, req.Mode, req.MaxBytes)
+		if err == nil {
+			a.chown(p)
+		}
 	case agentproto.OpList:
 		rep.Entries, err = list(p)
 	case agentproto.OpStat:
@@ -68,6 +71,9 @@ func (a *Agent) fileOp(ctx context.Context, s *agentproto.Stream, op agentproto.
 		rep.Entry = &e
 	case agentproto.OpMkdir:
 		err = mkdirAll(p)
+		if err == nil {
+			a.chown(p)
+		}
 	case agentproto.OpRemove:
 		err = remove(p, req.Recursive)
 	case agentproto.OpTarGet:
@@ -80,6 +86,14 @@ func (a *Agent) fileOp(ctx context.Context, s *agentproto.Stream, op agentproto.
 		return
 	}
 	s.Reply(rep, nil)
+}
+
+// chown gives a file the agent wrote to the session's user, when that user
+// is not root: what the API puts in a session must be the user's to change.
+func (a *Agent) chown(p string) {
+	if a.owner != nil {
+		os.Lchown(p, int(a.owner.uid), int(a.owner.gid))
+	}
 }
 
 // fileError classifies a file error by its errno.

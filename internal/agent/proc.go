@@ -95,11 +95,8 @@ type spawnReq struct {
 	done chan struct{}
 }
 
-func newSpawner(r *reaper, c spec.Cgroup, runAs *spec.IDRange) (*spawner, error) {
-	sp := &spawner{r: r, reqs: make(chan *spawnReq), cgv2: -1, ready: make(chan error, 1)}
-	if runAs != nil {
-		sp.runAs = &syscall.Credential{Uid: runAs.HostID, Gid: runAs.HostID, Groups: []uint32{}}
-	}
+func newSpawner(r *reaper, c spec.Cgroup, runAs *syscall.Credential) (*spawner, error) {
+	sp := &spawner{r: r, reqs: make(chan *spawnReq), cgv2: -1, ready: make(chan error, 1), runAs: runAs}
 	var tasks []int
 	if c.Version == 2 {
 		sp.cgv2 = c.WorkloadFD(0)

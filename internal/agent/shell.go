@@ -233,6 +233,7 @@ func (sh *shell) start() error {
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", runDir, err)
 	}
+	sh.own(runDir)
 	tokR, tokW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -403,6 +404,14 @@ func openFifo(path string, replace bool) (*os.File, error) {
 	}
 }
 
+// own hands the driver's files to the session's user when that user is not
+// root: the shell runs as that user and must open them.
+func (sh *shell) own(path string) {
+	if o := sh.a.owner; o != nil {
+		os.Lchown(path, int(o.uid), int(o.gid))
+	}
+}
+
 // writeCommand stores the command text for the driver.
 func writeCommand(text string) error {
 	for attempt := 0; ; attempt++ {
@@ -467,6 +476,7 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 	if err := writeCommand(sh.commandText(req)); err != nil {
 		return res, err
 	}
+	sh.own(cmdPath)
 	outF, err := openFifo(outPath, sh.outHeld)
 	if err != nil {
 		return res, err
@@ -476,6 +486,8 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 		outF.Close()
 		return res, err
 	}
+	sh.own(outPath)
+	sh.own(errPath)
 	sh.outHeld, sh.errHeld = false, false
 	var inF *os.File
 	sh.seq++
@@ -488,6 +500,7 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 			errF.Close()
 			return res, fmt.Errorf("create %s: %w", inPath, err)
 		}
+		sh.own(inPath)
 		// Read-write, so the shell's open does not wait for a writer and
 		// the FIFO keeps its bytes until the shell has it open.
 		fd, err := unix.Open(inPath, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)

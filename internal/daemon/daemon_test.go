@@ -395,3 +395,37 @@ func TestShutdownLeavesNothing(t *testing.T) {
 	}
 	// CheckLeaks (registered by startDaemon) verifies nothing remains.
 }
+
+func TestDiskLimit(t *testing.T) {
+	h := daemontest.Start(t, nil)
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "d", Limits: &api.Limits{DiskMB: 32}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Client.Exec(bg, "d", &api.ExecRequest{Command: "dd if=/dev/zero of=/big bs=1M count=64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == 0 || (!strings.Contains(res.Stderr, "No space left") && !strings.Contains(res.Stderr, "quota exceeded")) {
+		t.Errorf("writing 64 MiB into a 32 MiB layer: exit %d, stderr %q", res.ExitCode, res.Stderr)
+	}
+	s, err := h.Client.GetSession(bg, "d")
+	if err != nil || s.Limits.DiskMB != 32 || s.Usage == nil || s.Usage.DiskBytes < 16<<20 || s.Usage.DiskBytes > 33<<20 {
+		t.Errorf("GetSession = %+v, %v; want disk_mb 32 and usage near the limit", s, err)
+	}
+	// The session still works, and deleting it frees the space.
+	res, _ = h.Client.Exec(bg, "d", &api.ExecRequest{Command: "rm /big && echo freed > /small && cat /small"})
+	if res.Stdout != "freed\n" {
+		t.Errorf("after the disk filled: %+v", res)
+	}
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "u", User: "sandbox"}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = h.Client.Exec(bg, "u", &api.ExecRequest{Command: "id -un"})
+	if res.Stdout != "sandbox\n" {
+		t.Errorf("user sandbox: %+v", res)
+	}
+	_, err = h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "v", User: "nosuchuser"})
+	if client.Code(err) != "invalid_argument" {
+		t.Errorf("unknown user = %v, want invalid_argument", err)
+	}
+}

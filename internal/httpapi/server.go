@@ -175,6 +175,10 @@ func toAPISession(in *session.Info) api.Session {
 		Network:    in.Network,
 		Labels:     in.Labels,
 		Reason:     in.Reason,
+		User:       in.User,
+	}
+	if out.User == "" {
+		out.User = "root"
 	}
 	if in.Usage != nil {
 		out.Usage = &api.Usage{MemoryBytes: in.Usage.MemoryBytes, Pids: in.Usage.Pids, CPUSeconds: in.Usage.CPUSeconds, DiskBytes: in.Usage.DiskBytes}
@@ -198,6 +202,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		IdleTTL:     time.Duration(req.TTLSeconds) * time.Second,
 		MaxLifetime: time.Duration(req.MaxLifetimeSeconds) * time.Second,
 		Labels:      req.Labels,
+		User:        req.User,
 	})
 	if err != nil {
 		s.writeError(w, r, err)

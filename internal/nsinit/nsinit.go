@@ -84,6 +84,10 @@ func run(status *os.File) error {
 	if err != nil {
 		return step("open own executable", err)
 	}
+	ld, err := dynamicLoader(exe)
+	if err != nil {
+		return step("read own executable", err)
+	}
 	if err := joinCgroups(s); err != nil {
 		return err
 	}
@@ -98,7 +102,7 @@ func run(status *os.File) error {
 			return err
 		}
 	}
-	if err := setupRoot(s, layers); err != nil {
+	if err := setupRoot(s, layers, ld); err != nil {
 		return err
 	}
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
@@ -125,8 +129,16 @@ func run(status *os.File) error {
 			return step("load seccomp filter", err)
 		}
 	}
-	argv := []string{"warren", "agent"}
-	err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(exe), argv, []string{})
+	prog, argv := "/proc/self/fd/"+strconv.Itoa(exe), []string{"warren", "agent"}
+	if ld != nil {
+		// The interpreter opens the program by path after the exec, so
+		// its descriptor must survive the exec.
+		if err := unix.Dup2(exe, spec.FDExe); err != nil {
+			return step("pass own executable", err)
+		}
+		prog, argv = ld.argv("/proc/self/fd/"+strconv.Itoa(spec.FDExe), argv)
+	}
+	err = syscall.Exec(prog, argv, []string{})
 	return step("exec agent", err)
 }
 
@@ -205,7 +217,7 @@ func stageDir(s *spec.Sandbox) string { return filepath.Join(filepath.Dir(s.Root
 // setupRoot assembles the sandbox's root filesystem and pivots into it.
 // layers, with a user namespace, are the attached idmapped layers in spec
 // order; without one the spec's host paths are used directly.
-func setupRoot(s *spec.Sandbox, layers []string) error {
+func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 	// Nothing we mount may propagate back to the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return step("make mounts private", err)
@@ -260,6 +272,11 @@ func setupRoot(s *spec.Sandbox, layers []string) error {
 	}
 	if err := os.Mkdir(filepath.Join(root, "run/warren"), 0o700); err != nil {
 		return step("create /run/warren", err)
+	}
+	if ld != nil {
+		if err := ld.bind(root); err != nil {
+			return err
+		}
 	}
 	if s.UserNS != nil {
 		// No user namespace may be nested in the sandbox's: it would hand

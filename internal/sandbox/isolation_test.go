@@ -1,14 +1,17 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/warrenhq/warren/internal/cgroup"
+	"github.com/warrenhq/warren/internal/errdefs"
 )
 
 func TestIsolation(t *testing.T) {
@@ -165,4 +168,55 @@ func TestForkBombContained(t *testing.T) {
 		t.Errorf("builtin under a running bomb: %+v", res)
 	}
 	// Deleting the session (at cleanup) must still leave nothing behind.
+}
+
+func withUser(u string) opt { return func(c *Config) { c.User = u } }
+
+func TestUser(t *testing.T) {
+	e := newEnv(t)
+	sb := e.start(withUser("sandbox"))
+	mustOut(t, sb, "id -u; id -g; echo $HOME $USER; touch /workspace/mine && stat -c %u /workspace/mine; touch /etc/x 2>&1 | grep -c 'Permission denied'", "1000\n1000\n/home/sandbox sandbox\n1000\n1\n")
+	if _, err := sb.WriteFile(context.Background(), "api.txt", 0, 1<<20, strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	mustOut(t, sb, "stat -c %u:%g /workspace/api.txt", "1000:1000\n")
+	res := argv(t, sb, "id", "-u")
+	if string(res.Stdout) != "1000\n" {
+		t.Errorf("argv runs as %q, want 1000", res.Stdout)
+	}
+	// Privileges are gone for the user even though the sandbox's root has
+	// some: no capabilities at all.
+	mustOut(t, sb, "grep CapEff /proc/self/status | tr -d '\\t'", "CapEff:0000000000000000\n")
+
+	_, err := e.rt.Start(context.Background(), &Config{Name: "baduser", Hostname: "x", Lower: []string{e.base.RootFS}, BaseDir: "/workspace",
+		Limits: cgroup.Limits{MemoryBytes: 64 << 20, Pids: 32, CPUs: 1}, User: "nobody-like-this"})
+	if !errdefs.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("Start with an unknown user = %v, want invalid_argument", err)
+	}
+}
+
+func TestUserNamespace(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.start(), e.start()
+	ua := string(sh(t, a, "awk '{print $2}' /proc/self/uid_map").Stdout)
+	ub := string(sh(t, b, "awk '{print $2}' /proc/self/uid_map").Stdout)
+	if ua == ub || !strings.HasPrefix(ua, "1") || len(strings.TrimSpace(ua)) < 10 {
+		t.Errorf("host ids of two sandboxes' roots: %q and %q; want two different high ids", ua, ub)
+	}
+	// Image files are root's inside; what the sandbox writes is its own
+	// root's on the host, never the host's root.
+	mustOut(t, a, "stat -c %u /usr/bin/bash /etc/passwd | sort -u; echo x > /etc/mine", "0\n")
+	fi, err := os.Stat(filepath.Join(e.rt.Dir(), a.Name(), "upper", "etc", "mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := fi.Sys().(*syscall.Stat_t).Uid
+	if want := strings.TrimSpace(ua); strconv.FormatUint(uint64(host), 10) != want {
+		t.Errorf("a file written inside is uid %d on the host, want %s", host, want)
+	}
+	// No further user namespace inside.
+	res := sh(t, a, "unshare -U true 2>&1; cat /proc/sys/user/max_user_namespaces")
+	if !strings.Contains(string(res.Stdout), "0") || !strings.Contains(string(res.Stdout), "unshare") {
+		t.Errorf("nested user namespace: %q", res.Stdout)
+	}
 }

@@ -174,6 +174,8 @@ type Config struct {
 	Limits   cgroup.Limits
 	// DiskBytes caps the writable layer (0: no cap). It needs Options.Layers.
 	DiskBytes int64
+	// User is who sandboxed processes run as (see spec.Sandbox.User).
+	User string
 	// BackgroundLogBytes bounds the background output log.
 	BackgroundLogBytes int
 }
@@ -304,6 +306,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 		MaskedPaths:        r.opts.MaskedPaths,
 		ReadOnlyPaths:      r.opts.ReadOnlyPaths,
 		Seccomp:            r.opts.Seccomp,
+		User:               c.User,
 	}
 	if r.opts.UserNS {
 		sp.UserNS = &ids
@@ -448,6 +451,15 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 		return nil, err
 	}
 	return sb, nil
+}
+
+// helloError keeps the class of an error the agent answered the hello with
+// (an unknown user is the request's fault), and wraps anything else.
+func helloError(err error) error {
+	if errdefs.ClassOf(err) == errdefs.ErrInvalidArgument {
+		return err
+	}
+	return fmt.Errorf("agent hello: %w", err)
 }
 
 func specMemfd(sp *spec.Sandbox) (*os.File, error) {
@@ -615,7 +627,7 @@ func (sb *Sandbox) connect(ctx context.Context) error {
 	}
 	if err != nil {
 		sb.conn.Close()
-		return fmt.Errorf("agent hello: %w", err)
+		return helloError(err)
 	}
 	return nil
 }

@@ -208,6 +208,7 @@ var (
 	idPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	envPattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	labelPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+	userPattern  = regexp.MustCompile(`^([a-z_][a-z0-9_.-]{0,31}|[0-9]{1,10})(:([a-z_][a-z0-9_.-]{0,31}|[0-9]{1,10}))?$`)
 )
 
 // CreateRequest is a validated-on-use request to create a session.
@@ -221,6 +222,9 @@ type CreateRequest struct {
 	IdleTTL     time.Duration
 	MaxLifetime time.Duration
 	Labels      map[string]string
+	// User runs the session's processes as a user of the image: a name
+	// from its /etc/passwd, "uid" or "uid:gid"; "" or "root" is root.
+	User string
 	// Hidden sessions back stateless runs; they are not listed.
 	Hidden bool
 }
@@ -412,6 +416,16 @@ func (m *Manager) validateCreate(req *CreateRequest) (*Session, error) {
 			return nil, invalid("label %s: the value must be at most 256 bytes of text", k)
 		}
 	}
+	user := req.User
+	if user == "root" {
+		user = ""
+	}
+	if user != "" && !userPattern.MatchString(user) {
+		return nil, invalid("user %q must be a user name, uid or uid:gid", user)
+	}
+	if user != "" && !m.rt.Options().UserNS {
+		return nil, invalid("user needs sandboxes in user namespaces; this daemon runs without them and every session already runs as an unprivileged user")
+	}
 	img := req.Image
 	if img == "" {
 		img = m.cfg.DefaultImage
@@ -435,6 +449,7 @@ func (m *Manager) validateCreate(req *CreateRequest) (*Session, error) {
 		Limits:      limits,
 		Network:     "none",
 		Labels:      labels,
+		User:        user,
 	}, nil
 }
 
@@ -492,6 +507,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, hidden bool) (*Se
 			CPUs:        rec.Limits.CPUs,
 		},
 		DiskBytes:          rec.Limits.DiskMB << 20,
+		User:               rec.User,
 		BackgroundLogBytes: m.cfg.BackgroundLogBytes,
 	}
 	for _, d := range img.HostDirs {
@@ -501,6 +517,9 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, hidden bool) (*Se
 	sb, err := m.rt.Start(ctx, cfg)
 	if err != nil {
 		m.store.DeleteSession(context.WithoutCancel(ctx), rec.Tenant, rec.ID)
+		if errdefs.ClassOf(err) == errdefs.ErrInvalidArgument {
+			return fail(err) // the request's fault, such as an unknown user
+		}
 		return fail(errdefs.New(errdefs.ErrUnavailable, "could not start the sandbox: %v", err))
 	}
 	e.mu.Lock()

@@ -50,6 +50,8 @@ type Session struct {
 	Labels  map[string]string
 	// Pid is the host pid of the sandbox's PID 1 while it runs.
 	Pid int
+	// User is who the session's processes run as ("" is root).
+	User string
 }
 
 // ExpiresAt is when the session is due for deletion.

@@ -21,6 +21,9 @@ const (
 	FDListener = 5 // the agent's listening socket, bound on the host side
 	FDMounts   = 6 // socket on which init receives idmapped layer mounts (user namespace only)
 	FDCgroup   = 7 // first cgroup descriptor; see Cgroup for the layout
+	// FDExe is the warren binary, open for a dynamically linked agent that
+	// starts through the ELF interpreter; the agent closes it first thing.
+	FDExe = 100
 )
 
 // Sandbox describes one sandbox.
@@ -66,6 +69,9 @@ type Sandbox struct {
 	// BackgroundLogBytes bounds the ring buffer of output written by
 	// background processes after their command returned.
 	BackgroundLogBytes int `json:"background_log_bytes"`
+	// User is who sandboxed processes run as: "" or "root", a name from the
+	// image's /etc/passwd, "uid" or "uid:gid". Resolved inside the sandbox.
+	User string `json:"user,omitempty"`
 }
 
 // IDRange is a block of host ids: sandbox id 0 is HostID on the host.

@@ -154,7 +154,7 @@ func (s *SQLite) Close() error {
 // sessionColumns are the sessions table's columns in the order
 // record.insertArgs and record.scanDest use.
 const sessionColumns = `tenant, id, name, image, state, reason, created_at, last_used_at,
-	idle_ttl, max_lifetime, base_dir, env, memory_mb, cpus, pids, disk_mb, network, labels, pid`
+	idle_ttl, max_lifetime, base_dir, env, memory_mb, cpus, pids, disk_mb, network, labels, pid, user`
 
 // CreateSession stores a new session. It fails with ErrConflict when the
 // tenant already has a session with s.ID or any tenant has one named
@@ -171,7 +171,7 @@ func (s *SQLite) CreateSession(ctx context.Context, sess *session.Session) error
 	}
 	_, err = s.db.ExecContext(ctx,
 		`INSERT INTO sessions (`+sessionColumns+`)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.insertArgs()...)
 	if err != nil {
 		if cerr := conflict(err, sess); cerr != nil {
@@ -246,7 +246,7 @@ func (s *SQLite) UpdateSession(ctx context.Context, sess *session.Session) error
 		`UPDATE sessions SET name = ?, image = ?, state = ?, reason = ?,
 		   created_at = ?, last_used_at = ?, idle_ttl = ?, max_lifetime = ?,
 		   base_dir = ?, env = ?, memory_mb = ?, cpus = ?, pids = ?, disk_mb = ?,
-		   network = ?, labels = ?, pid = ?
+		   network = ?, labels = ?, pid = ?, user = ?
 		 WHERE tenant = ? AND id = ?`,
 		r.updateArgs()...)
 	if err != nil {
@@ -334,13 +334,14 @@ type record struct {
 	network               string
 	labels                string // JSON object
 	pid                   int64
+	user                  string
 }
 
 // insertArgs are r's values in sessionColumns order.
 func (r *record) insertArgs() []any {
 	return []any{r.tenant, r.id, r.name, r.image, r.state, r.reason, r.createdAt, r.lastUsedAt,
 		r.idleTTL, r.maxLifetime, r.baseDir, r.env, r.memoryMB, r.cpus, r.pids, r.diskMB,
-		r.network, r.labels, r.pid}
+		r.network, r.labels, r.pid, r.user}
 }
 
 // updateArgs are r's values in the order of UpdateSession's statement:
@@ -348,14 +349,14 @@ func (r *record) insertArgs() []any {
 func (r *record) updateArgs() []any {
 	return []any{r.name, r.image, r.state, r.reason, r.createdAt, r.lastUsedAt,
 		r.idleTTL, r.maxLifetime, r.baseDir, r.env, r.memoryMB, r.cpus, r.pids, r.diskMB,
-		r.network, r.labels, r.pid, r.tenant, r.id}
+		r.network, r.labels, r.pid, r.user, r.tenant, r.id}
 }
 
 // scanDest points at r's fields in sessionColumns order.
 func (r *record) scanDest() []any {
 	return []any{&r.tenant, &r.id, &r.name, &r.image, &r.state, &r.reason, &r.createdAt, &r.lastUsedAt,
 		&r.idleTTL, &r.maxLifetime, &r.baseDir, &r.env, &r.memoryMB, &r.cpus, &r.pids, &r.diskMB,
-		&r.network, &r.labels, &r.pid}
+		&r.network, &r.labels, &r.pid, &r.user}
 }
 
 // encode converts sess to its column encoding.
@@ -396,6 +397,7 @@ func encode(sess *session.Session) (*record, error) {
 		network:     sess.Network,
 		labels:      labels,
 		pid:         int64(sess.Pid),
+		user:        sess.User,
 	}, nil
 }
 
@@ -431,6 +433,7 @@ func (r *record) decode() (*session.Session, error) {
 		Network: r.network,
 		Labels:  labels,
 		Pid:     int(r.pid),
+		User:    r.user,
 	}, nil
 }
 

@@ -239,34 +239,42 @@ func TestDataSurvivesReopen(t *testing.T) {
 	}
 }
 
-// withExtra returns the embedded migrations plus a 0002 with the given SQL.
-func withExtra(t *testing.T, sql string) []migration {
+// withExtra returns the embedded migrations plus one more, numbered next,
+// with the given SQL, and that next version.
+func withExtra(t *testing.T, sql string) ([]migration, int) {
 	t.Helper()
-	first, err := fs.ReadFile(migrationFiles, "migrations/0001_sessions.sql")
+	files := fstest.MapFS{}
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
 	if err != nil {
-		t.Fatalf("read 0001: %v", err)
+		t.Fatalf("read migrations: %v", err)
 	}
-	ms, err := loadMigrations(fstest.MapFS{
-		"migrations/0001_sessions.sql": {Data: first},
-		"migrations/0002_extra.sql":    {Data: []byte(sql)},
-	})
+	for _, e := range entries {
+		b, err := fs.ReadFile(migrationFiles, "migrations/"+e.Name())
+		if err != nil {
+			t.Fatalf("read %s: %v", e.Name(), err)
+		}
+		files["migrations/"+e.Name()] = &fstest.MapFile{Data: b}
+	}
+	next := len(entries) + 1
+	files[fmt.Sprintf("migrations/%04d_extra.sql", next)] = &fstest.MapFile{Data: []byte(sql)}
+	ms, err := loadMigrations(files)
 	if err != nil {
 		t.Fatalf("loadMigrations() = %v, want nil", err)
 	}
-	return ms
+	return ms, next
 }
 
 func TestMigrateUpFromPrevious(t *testing.T) {
-	s := mustOpen(t, dbPath(t)) // at version 1
+	s := mustOpen(t, dbPath(t)) // at the latest embedded version
 	defer mustClose(t, s)
-	ms := withExtra(t, `
+	ms, next := withExtra(t, `
 		CREATE TABLE extra (x INTEGER NOT NULL) STRICT;
 		INSERT INTO extra (x) VALUES (42);`)
 
 	if n, err := migrate(t.Context(), s.db, ms); n != 1 || err != nil {
-		t.Fatalf("migrate() from version 1 = %d, %v, want 1, nil", n, err)
+		t.Fatalf("migrate() from version %d = %d, %v, want 1, nil", next-1, n, err)
 	}
-	checkVersion(t, s.db, 2)
+	checkVersion(t, s.db, next)
 	var x int
 	if err := s.db.QueryRowContext(t.Context(), `SELECT x FROM extra`).Scan(&x); err != nil || x != 42 {
 		t.Errorf("SELECT x FROM extra = %d, %v, want 42, nil", x, err)
@@ -280,14 +288,14 @@ func TestMigrateFailureRollsBack(t *testing.T) {
 	s := mustOpen(t, dbPath(t))
 	defer mustClose(t, s)
 	before := schema(t, s.db)
-	ms := withExtra(t, `
+	ms, next := withExtra(t, `
 		CREATE TABLE extra (x INTEGER NOT NULL) STRICT;
 		THIS IS NOT SQL;`)
 
 	if n, err := migrate(t.Context(), s.db, ms); err == nil {
-		t.Fatalf("migrate() with a broken 0002 = %d, nil, want an error", n)
+		t.Fatalf("migrate() with a broken %04d = %d, nil, want an error", next, n)
 	}
-	checkVersion(t, s.db, 1)
+	checkVersion(t, s.db, next-1)
 	if diff := cmp.Diff(before, schema(t, s.db)); diff != "" {
 		t.Errorf("a failed migration changed the schema (-before +after):\n%s", diff)
 	}

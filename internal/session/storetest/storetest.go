@@ -84,6 +84,7 @@ func full(tenant, id string) *session.Session {
 		Env:         map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "EMPTY": ""},
 		Limits:      session.Limits{MemoryMB: 512, CPUs: 1.5, Pids: 256, DiskMB: 2048},
 		Network:     "bridge",
+		User:        "sandbox",
 		Labels:      map[string]string{"team": "ml", "ünïcödé": "✓", "quote\"key": "new\nline"},
 		Pid:         424242,
 	}

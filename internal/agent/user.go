@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// account is the user sandboxed processes run as.
+type account struct {
+	uid, gid uint32
+	groups   []uint32
+	home     string
+	name     string
+}
+
+// lookupUser resolves a session's user inside the sandbox, from the image's
+// own /etc/passwd and /etc/group: "root", a name, "uid" or "uid:gid".
+func lookupUser(spec string) (*account, error) {
+	if spec == "" || spec == "root" || spec == "0" || spec == "0:0" {
+		return nil, nil
+	}
+	name, grp, _ := strings.Cut(spec, ":")
+	acct := &account{name: name}
+	found := false
+	if err := scanColon("/etc/passwd", func(f []string) bool {
+		if len(f) < 7 || (f[0] != name && f[2] != name) {
+			return false
+		}
+		uid, err1 := strconv.ParseUint(f[2], 10, 32)
+		gid, err2 := strconv.ParseUint(f[3], 10, 32)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		acct.uid, acct.gid, acct.home, acct.name = uint32(uid), uint32(gid), f[5], f[0]
+		found = true
+		return true
+	}); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	if !found {
+		uid, err := strconv.ParseUint(name, 10, 32)
+		if err != nil {
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, "user %q is not in the image's /etc/passwd", name)
+		}
+		acct.uid, acct.gid, acct.home = uint32(uid), uint32(uid), "/"
+	}
+	if grp != "" {
+		gid, err := strconv.ParseUint(grp, 10, 32)
+		if err != nil {
+			found := false
+			scanColon("/etc/group", func(f []string) bool {
+				if len(f) >= 3 && f[0] == grp {
+					if n, err := strconv.ParseUint(f[2], 10, 32); err == nil {
+						gid, found = n, true
+					}
+				}
+				return found
+			})
+			if !found {
+				return nil, errdefs.New(errdefs.ErrInvalidArgument, "group %q is not in the image's /etc/group", grp)
+			}
+		}
+		acct.gid = uint32(gid)
+	}
+	// Supplementary groups that list the user by name.
+	scanColon("/etc/group", func(f []string) bool {
+		if len(f) >= 4 && acct.name != "" {
+			for _, m := range strings.Split(f[3], ",") {
+				if m == acct.name {
+					if n, err := strconv.ParseUint(f[2], 10, 32); err == nil && uint32(n) != acct.gid {
+						acct.groups = append(acct.groups, uint32(n))
+					}
+				}
+			}
+		}
+		return false
+	})
+	if acct.groups == nil {
+		acct.groups = []uint32{}
+	}
+	return acct, nil
+}
+
+func scanColon(path string, f func([]string) bool) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if f(strings.Split(line, ":")) {
+			return nil
+		}
+	}
+	return sc.Err()
+}
+
+// credential is what the spawner applies to every process.
+func (a *account) credential() *syscall.Credential {
+	return &syscall.Credential{Uid: a.uid, Gid: a.gid, Groups: a.groups}
+}
+
+// env sets the account's HOME, USER and LOGNAME over env.
+func (a *account) env(env []string) []string {
+	return mergeEnv(env, map[string]string{"HOME": a.home, "USER": a.name, "LOGNAME": a.name})
+}
+
+func (a *account) String() string { return fmt.Sprintf("%s (%d:%d)", a.name, a.uid, a.gid) }
