@@ -23,7 +23,7 @@ func TestHostShadowUnreachable(t *testing.T) {
 	// Planted paths: a deep directory, symlinks to the shadow and to /.
 	b.out(t, `mkdir -p /workspace/a/b/c/d && cd /workspace &&
 ln -s /etc/shadow abs && ln -s ../../../../../../../../etc/shadow rel && ln -s / root &&
-ln -s /proc/1/root agentroot && ln -s ../../.. up3`)
+ln -s /proc/1/root agentroot && ln -s ../../../../../../../.. a/b/c/d/up`)
 
 	t.Run("inside", func(t *testing.T) {
 		b.needPython(t)
@@ -38,7 +38,7 @@ ln -s /proc/1/root agentroot && ln -s ../../.. up3`)
 			{"planted absolute symlink", "/workspace/abs", "own"},
 			{"planted relative symlink", "/workspace/rel", "own"},
 			{"planted symlink to /", "/workspace/root/etc/shadow", "own"},
-			{"symlink chain up", "/workspace/a/b/c/d/up3/up3/up3/etc/shadow", "own"},
+			{"symlink chain up", "/workspace/a/b/c/d/up/etc/shadow", "own"},
 			{"agent's root /proc/1/root", "/proc/1/root/etc/shadow", "EACCES"},
 			{"agent's root through a planted symlink", "/workspace/agentroot/etc/shadow", "EACCES"},
 			{"agent's cwd /proc/1/cwd", "/proc/1/cwd/etc/shadow", "EACCES"},
@@ -101,7 +101,7 @@ except OSError as x:
 			{"planted ln -s /etc/shadow", "abs", "own", ""},
 			{"planted relative symlink", "rel", "own", ""},
 			{"planted ln -s / root", "root/etc/shadow", "own", ""},
-			{"symlink chain up", "a/b/c/d/up3/up3/up3/etc/shadow", "own", ""},
+			{"symlink chain up", "a/b/c/d/up/etc/shadow", "own", ""},
 			// The file API runs in the agent, PID 1: its own root is the sandbox's.
 			{"/proc/1/root", "/proc/1/root/etc/shadow", "own", "permission_denied"},
 			{"planted symlink to /proc/1/root", "agentroot/etc/shadow", "own", "permission_denied"},
@@ -123,7 +123,11 @@ except OSError as x:
 				if code := codeOf(err); err != nil && (code == c.want || code == c.alt) {
 					return
 				}
-				t.Errorf("ReadFile(%s) = %q, %v; want %s", c.path, short(got), err, strings.Trim(c.want+" or "+c.alt, " or"))
+				want := c.want
+				if c.alt != "" {
+					want += " or " + c.alt
+				}
+				t.Errorf("ReadFile(%s) = %q, %v; want %s", c.path, short(got), err, want)
 			})
 		}
 	})
@@ -160,7 +164,7 @@ except OSError as x:
 
 	t.Run("file API listing of a planted root", func(t *testing.T) {
 		hostOnly := hostOnlyNames(t, b, "/etc")
-		for _, p := range []string{"root/etc", "/workspace/root/etc", "up3/../../etc", "/proc/1/root/etc", "/proc/self/root/etc"} {
+		for _, p := range []string{"root/etc", "/workspace/root/etc", "a/b/c/d/up/etc", "/proc/1/root/etc", "/proc/self/root/etc"} {
 			ents, err := h.Client.ListFiles(bg, b.id, p)
 			if err != nil {
 				if oneOf(codeOf(err), "permission_denied", "not_found") {
