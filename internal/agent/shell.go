@@ -3,6 +3,8 @@ package agent
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -37,10 +39,11 @@ const (
 	inPath  = runDir + "/in"
 )
 
-// The status protocol: 'S' seq NUL when the command's redirections are in
-// place and it starts; 'E' seq SP status NUL export-text NUL when it ended.
-// seq echoes the token's sequence number, so a report the driver makes for
-// any other reason (a late abort signal interrupting its read) is ignored.
+// The status protocol: 'S' tag NUL when the command's redirections are in
+// place and it starts; 'E' tag SP status NUL export-text NUL when it ended.
+// tag echoes the token's random tag, so a report the driver makes for any
+// other reason (a late abort signal interrupting its read), or one forged by
+// code in the session, is ignored.
 const (
 	evStarted = 'S'
 	evEnded   = 'E'
@@ -141,7 +144,6 @@ type shell struct {
 	// Owned by the holder of the turn.
 	proc      *shellProc
 	started   bool   // a shell has run before: the next start is a restart
-	seq       uint64 // sequence number of the last command
 	cwd       string
 	env       []string
 	envBlob   []byte
@@ -490,8 +492,12 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 	sh.own(errPath)
 	sh.outHeld, sh.errHeld = false, false
 	var inF *os.File
-	sh.seq++
-	seq := strconv.FormatUint(sh.seq, 10)
+	// A random tag per command: a report for this command must carry it,
+	// so code inside the session cannot forge the result of a command it
+	// did not see the token of.
+	var nonce [8]byte
+	rand.Read(nonce[:])
+	seq := hex.EncodeToString(nonce[:])
 	flag := "n"
 	if stdin != nil {
 		unix.Unlink(inPath)
