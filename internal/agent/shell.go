@@ -143,7 +143,7 @@ type shell struct {
 
 	// Owned by the holder of the turn.
 	proc      *shellProc
-	started   bool   // a shell has run before: the next start is a restart
+	started   bool // a shell has run before: the next start is a restart
 	cwd       string
 	env       []string
 	envBlob   []byte
