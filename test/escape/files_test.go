@@ -133,15 +133,38 @@ except OSError as x:
 	})
 
 	t.Run("file API through the agent's descriptors", func(t *testing.T) {
-		// The agent's stdout and stderr are its log file in the host's
-		// state directory, opened before the pivot: the magic links of
-		// /proc/self/fd would reopen that host file.
+		// The file API runs as PID 1, so /proc/self/fd is the agent's: its
+		// stdout and stderr are its log file in the host's state
+		// directory, opened before the pivot. No magic link of it may open
+		// a host file or directory.
+		ents, err := h.Client.ListFiles(bg, b.id, "/proc/self/fd")
+		if err != nil || len(ents) < 3 {
+			t.Fatalf("ListFiles(/proc/self/fd): %d entries, %v", len(ents), err)
+		}
+		for _, e := range ents {
+			target := e.Target
+			t.Logf("agent fd %s -> %s", e.Name, target)
+			if !strings.HasPrefix(target, "/") || strings.HasPrefix(target, "/memfd:") {
+				continue // pipes, sockets, anonymous inodes, the spec memfd
+			}
+			if _, err := h.Client.ListFiles(bg, b.id, e.Path+"/"); err == nil {
+				t.Errorf("the agent holds a directory descriptor %s -> %s that the file API lists", e.Path, target)
+			}
+			inside := b.sh(t, "test -e '"+target+"'").ExitCode == 0
+			got, err := readAPI(h, b.id, e.Path)
+			if err == nil && !inside {
+				t.Errorf("ReadFile(%s) read the host file %s, not visible inside: %d bytes %q", e.Path, target, len(got), short(got))
+			}
+			if err == nil || inside {
+				continue
+			}
+			if !oneOf(codeOf(err), "permission_denied", "invalid_argument", "not_found") {
+				t.Errorf("ReadFile(%s) -> %s: %v", e.Path, target, err)
+			}
+		}
 		for _, p := range []string{"/proc/self/fd/1", "/proc/1/fd/2", "/proc/thread-self/fd/1"} {
-			got, err := readAPI(h, b.id, p)
-			if err == nil {
+			if got, err := readAPI(h, b.id, p); err == nil {
 				t.Errorf("ReadFile(%s) read a host file (the agent's log in the daemon's state directory): %d bytes %q", p, len(got), short(got))
-			} else if codeOf(err) != "permission_denied" {
-				t.Errorf("ReadFile(%s) = %v; want permission_denied", p, err)
 			}
 		}
 		// An upload into /proc/self/fd must not write through the links.
@@ -150,7 +173,7 @@ except OSError as x:
 		tw.WriteHeader(&tar.Header{Name: "1", Mode: 0o644, Size: 5, Typeflag: tar.TypeReg})
 		tw.Write([]byte("PWNED"))
 		tw.Close()
-		_, err := h.Client.UploadArchive(bg, b.id, "/proc/self/fd", &buf)
+		_, err = h.Client.UploadArchive(bg, b.id, "/proc/self/fd", &buf)
 		if err == nil {
 			t.Errorf("UploadArchive into /proc/self/fd succeeded")
 		}

@@ -21,7 +21,6 @@ var bg = context.Background()
 
 // box is one session of a daemon under attack.
 type box struct {
-	t  testing.TB
 	h  *daemontest.Harness
 	id string
 }
@@ -42,7 +41,7 @@ func newBox(t testing.TB, h *daemontest.Harness, id string, req *api.CreateSessi
 	if _, err := h.Client.CreateSession(bg, req); err != nil {
 		t.Fatalf("create session %s: %v", id, err)
 	}
-	return &box{t: t, h: h, id: id}
+	return &box{h: h, id: id}
 }
 
 // exec runs req in the box and fails the test if the call itself fails.
