@@ -61,6 +61,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The spec names host paths; once read it goes, so nothing (not even
+	// the file API, which runs as this process) can read it back.
+	unix.Close(spec.FDSpec)
 	// Nothing inherited may reach a sandboxed process: the binary's own
 	// descriptor (a dynamically linked agent) goes, and everything else
 	// becomes close-on-exec.

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,6 +67,14 @@ func (a *Agent) fileOp(ctx context.Context, s *agentproto.Stream, op agentproto.
 		}
 	case agentproto.OpList:
 		rep.Entries, err = list(p)
+		if err == nil {
+			// A listing too large for one frame goes as Data.
+			if js, jerr := json.Marshal(rep.Entries); jerr == nil && len(js) > agentproto.MaxTail {
+				if err = s.WriteData(ctx, agentproto.ChanData, js); err == nil {
+					rep.Entries, rep.EntriesStreamed = nil, true
+				}
+			}
+		}
 	case agentproto.OpStat:
 		var e agentproto.Entry
 		e, err = stat(p)
@@ -137,6 +147,10 @@ func readFile(ctx context.Context, s *agentproto.Stream, p string, max int64) (i
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
 		return 0, err
+	}
+	if agentOwnProc(fd) {
+		unix.Close(fd)
+		return 0, errdefs.New(errdefs.ErrPermissionDenied, "%s belongs to the sandbox's agent", p)
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
@@ -360,6 +374,35 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// agentOwnProc reports whether fd is a /proc file of the agent itself (PID 1
+// or one of its threads). The file API runs as the agent, which may read its
+// own /proc entries where sandboxed processes may not (it is not dumpable);
+// serving them would reveal the agent's memory map and descriptors.
+func agentOwnProc(fd int) bool {
+	var sfs unix.Statfs_t
+	if unix.Fstatfs(fd, &sfs) != nil || sfs.Type != unix.PROC_SUPER_MAGIC {
+		return false
+	}
+	target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return true // on procfs and unexplained: refuse
+	}
+	rest, ok := strings.CutPrefix(target, "/proc/")
+	if !ok {
+		return false
+	}
+	pid, _, _ := strings.Cut(rest, "/")
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		return pid == "self" || pid == "thread-self"
+	}
+	if n == 1 {
+		return true
+	}
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	return err != nil || strings.Contains(string(status), "\nTgid:\t1\n")
+}
+
 // tarGet writes a tar of p (a directory's contents, or one file) as Data.
 // Symlinks are stored as links, never followed; sockets, FIFOs and devices
 // are skipped.
@@ -367,6 +410,10 @@ func tarGet(ctx context.Context, s *agentproto.Stream, p string, max int64) (int
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return 0, err
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(p, &sfs); err == nil && (sfs.Type == unix.PROC_SUPER_MAGIC || sfs.Type == unix.SYSFS_MAGIC) {
+		return 0, errdefs.New(errdefs.ErrInvalidArgument, "%s is on a kernel filesystem and cannot be archived", p)
 	}
 	lw := &limitWriter{w: agentproto.NewDataWriter(ctx, s, agentproto.ChanData), max: max}
 	tw := tar.NewWriter(lw)

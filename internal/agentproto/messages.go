@@ -96,6 +96,9 @@ type FileReply struct {
 	Size    int64   `json:"size,omitempty"`
 	Entry   *Entry  `json:"entry,omitempty"`
 	Entries []Entry `json:"entries,omitempty"`
+	// EntriesStreamed says a listing too large for one frame came as Data:
+	// the JSON array of its entries.
+	EntriesStreamed bool `json:"entries_streamed,omitempty"`
 }
 
 // StateReply reports the shell's state.

@@ -94,13 +94,9 @@ func run(status *os.File) error {
 	if _, err := status.Write([]byte{StatusMoved}); err != nil {
 		return step("report cgroup placement", err)
 	}
-	var layers []string
-	if s.UserNS != nil {
-		// With a user namespace, init cannot read the image's files as host
-		// root: the daemon sends each layer as an idmapped mount instead.
-		if layers, err = receiveLayers(s); err != nil {
-			return err
-		}
+	layers, err := stageLayers(s)
+	if err != nil {
+		return err
 	}
 	if err := setupRoot(s, layers, ld); err != nil {
 		return err
@@ -169,26 +165,15 @@ func writeFD(fd int, v string) error {
 	return err
 }
 
-// receiveLayers takes the idmapped mounts of the layers from the daemon and
-// attaches them under a private tmpfs in the sandbox's state directory, in
-// spec order (Root.Lower, then each Mount's source). It returns their paths.
-func receiveLayers(s *spec.Sandbox) ([]string, error) {
+// stageLayers gathers every layer of the sandbox under a private tmpfs in
+// its state directory, in spec order (Root.Lower, then each Mount's source),
+// and the writable layer as "w". With a user namespace the read-only layers
+// arrive from the daemon as idmapped mounts (init cannot read the image's
+// files as host root); without one they are bound read-only. The overlays are
+// then mounted from there with relative paths, so their options, which
+// sandboxed code can read in /proc/self/mountinfo, name no host path.
+func stageLayers(s *spec.Sandbox) ([]string, error) {
 	want := len(s.Root.Lower) + len(s.Mounts)
-	buf := make([]byte, 8)
-	oob := make([]byte, unix.CmsgSpace(4*want))
-	_, oobn, _, _, err := unix.Recvmsg(spec.FDMounts, buf, oob, unix.MSG_CMSG_CLOEXEC)
-	if err != nil {
-		return nil, step("receive layer mounts", err)
-	}
-	unix.Close(spec.FDMounts)
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return nil, step("receive layer mounts", fmt.Errorf("bad control message: %v", err))
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != want {
-		return nil, step("receive layer mounts", fmt.Errorf("got %d mounts, want %d: %v", len(fds), want, err))
-	}
 	stage := stageDir(s)
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, step("make mounts private", err)
@@ -196,19 +181,67 @@ func receiveLayers(s *spec.Sandbox) ([]string, error) {
 	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=700,size=16k"); err != nil {
 		return nil, step("mount layer staging tmpfs", err)
 	}
-	paths := make([]string, len(fds))
-	for i, fd := range fds {
-		p := filepath.Join(stage, strconv.Itoa(i))
-		if err := os.Mkdir(p, 0o700); err != nil {
+	names := make([]string, want)
+	for i := range names {
+		names[i] = strconv.Itoa(i)
+		if err := os.Mkdir(filepath.Join(stage, names[i]), 0o700); err != nil {
 			return nil, step("stage layer", err)
 		}
-		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return nil, step("attach layer", err)
-		}
-		unix.Close(fd)
-		paths[i] = p
 	}
-	return paths, nil
+	if s.UserNS != nil {
+		buf := make([]byte, 8)
+		oob := make([]byte, unix.CmsgSpace(4*want))
+		_, oobn, _, _, err := unix.Recvmsg(spec.FDMounts, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != nil {
+			return nil, step("receive layer mounts", err)
+		}
+		unix.Close(spec.FDMounts)
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 {
+			return nil, step("receive layer mounts", fmt.Errorf("bad control message: %v", err))
+		}
+		fds, err := unix.ParseUnixRights(&msgs[0])
+		if err != nil || len(fds) != want {
+			return nil, step("receive layer mounts", fmt.Errorf("got %d mounts, want %d: %v", len(fds), want, err))
+		}
+		for i, fd := range fds {
+			if err := unix.MoveMount(fd, "", unix.AT_FDCWD, filepath.Join(stage, names[i]), unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return nil, step("attach layer", err)
+			}
+			unix.Close(fd)
+		}
+	} else {
+		sources := append([]string{}, s.Root.Lower...)
+		for _, m := range s.Mounts {
+			sources = append(sources, m.Source)
+		}
+		for i, src := range sources {
+			if err := bind(src, filepath.Join(stage, names[i]), true, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+				return nil, step("bind layer", err)
+			}
+		}
+	}
+	w := filepath.Join(stage, "w")
+	if err := os.Mkdir(w, 0o700); err != nil {
+		return nil, step("stage writable layer", err)
+	}
+	if err := bind(writableDir(s), w, false, 0); err != nil {
+		return nil, step("bind writable layer", err)
+	}
+	return names, nil
+}
+
+// writableDir holds the writable layers: Root.Upper, Root.Work and each
+// overlay's upper and work directory.
+func writableDir(s *spec.Sandbox) string { return filepath.Dir(s.Root.Upper) }
+
+// staged returns the relative name of a writable-layer path under the stage.
+func staged(s *spec.Sandbox, p string) string {
+	rel, err := filepath.Rel(writableDir(s), p)
+	if err != nil {
+		return p
+	}
+	return filepath.Join("w", rel)
 }
 
 // stageDir is where the layers are attached before the overlay takes them.
@@ -223,20 +256,19 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 		return step("make mounts private", err)
 	}
 	r := s.Root
-	lower := r.Lower
-	sources := make([]string, len(s.Mounts))
-	for i, m := range s.Mounts {
-		sources[i] = m.Source
-	}
+	lower, sources := layers[:len(r.Lower)], layers[len(r.Lower):]
 	extra := ""
 	if s.UserNS != nil {
-		lower, sources = layers[:len(r.Lower)], layers[len(r.Lower):]
 		// Overlay's own metadata goes to user.* xattrs: trusted.* needs
 		// privileges over the host's filesystem that a user namespace
 		// lacks.
 		extra = ",userxattr"
 	}
-	opts := "lowerdir=" + strings.Join(lower, ":") + ",upperdir=" + r.Upper + ",workdir=" + r.Work + extra
+	// Paths in the options are relative to the stage.
+	if err := unix.Chdir(stageDir(s)); err != nil {
+		return step("enter layer staging", err)
+	}
+	opts := "lowerdir=" + strings.Join(lower, ":") + ",upperdir=" + staged(s, r.Upper) + ",workdir=" + staged(s, r.Work) + extra
 	if r.Volatile {
 		opts += ",volatile"
 	}
@@ -247,16 +279,17 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 	}
 	root := r.Target
 	for i, m := range s.Mounts {
-		m.Source = sources[i]
+		m.Source, m.Upper, m.Work = sources[i], staged(s, m.Upper), staged(s, m.Work)
 		if err := extraMount(root, m, extra); err != nil {
 			return err
 		}
 	}
-	if s.UserNS != nil {
-		// The overlays hold their layers now; the staging mounts go.
-		if err := unix.Unmount(stageDir(s), unix.MNT_DETACH); err != nil {
-			return step("detach layer staging", err)
-		}
+	if err := unix.Chdir("/"); err != nil {
+		return step("leave layer staging", err)
+	}
+	// The overlays hold their layers now; the staging mounts go.
+	if err := unix.Unmount(stageDir(s), unix.MNT_DETACH); err != nil {
+		return step("detach layer staging", err)
 	}
 	if err := mountProc(root); err != nil {
 		return err
@@ -366,6 +399,7 @@ func extraMount(root string, m spec.Mount, extraOpts string) error {
 	dst := inRoot(root, m.Target)
 	switch m.Kind {
 	case "overlay":
+		// Relative paths: the caller is in the layer stage.
 		opts := "lowerdir=" + m.Source + ",upperdir=" + m.Upper + ",workdir=" + m.Work + ",volatile" + extraOpts
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return step("create "+m.Target, err)

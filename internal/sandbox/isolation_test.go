@@ -58,6 +58,17 @@ func TestIsolation(t *testing.T) {
 		}
 	}
 
+	// No host path shows in the mount table (overlay options name staged,
+	// relative paths).
+	mi := string(sh(t, sb, "cat /proc/self/mountinfo").Stdout)
+	for _, hostPath := range []string{e.rt.Dir(), e.base.RootFS, filepath.Dir(e.rt.Dir())} {
+		if strings.Contains(mi, hostPath) {
+			t.Errorf("/proc/self/mountinfo names the host path %s:\n%s", hostPath, mi)
+		}
+	}
+	if !strings.Contains(mi, "lowerdir=0") {
+		t.Errorf("the root overlay's options are not staged:\n%s", mi)
+	}
 	// Writes land in the session's layer, never in the image or the host.
 	before := treeSnapshot(t, e.base.RootFS)
 	mustOut(t, sb, "echo x > /etc/newfile; rm -f /etc/hostname; echo y > /usr/warren-test-file; mkdir -p /opt/a/b; echo ok", "ok\n")

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/warrenhq/warren/internal/agentproto"
@@ -126,11 +128,34 @@ func (sb *Sandbox) Stat(ctx context.Context, path string) (*agentproto.Entry, er
 	return rep.Entry, nil
 }
 
+// maxListBytes bounds the JSON of one listing (100,000 entries of long
+// names fit).
+const maxListBytes = 64 << 20
+
 // List describes a directory's entries.
 func (sb *Sandbox) List(ctx context.Context, path string) ([]agentproto.Entry, error) {
-	rep, err := sb.fileCall(ctx, agentproto.OpList, &agentproto.FileRequest{Path: path})
+	s, err := sb.conn.Call(agentproto.OpList, &agentproto.FileRequest{Path: path}, nil)
 	if err != nil {
-		return nil, err
+		return nil, sb.callError(ctx, nil, err)
+	}
+	// A large listing arrives as Data before the Reply.
+	r := agentproto.NewDataReader(ctx, s)
+	data, err := io.ReadAll(io.LimitReader(r, maxListBytes+1))
+	if err != nil {
+		return nil, sb.callError(ctx, s, err)
+	}
+	var rep agentproto.FileReply
+	if err := r.Reply(&rep); err != nil {
+		return nil, sb.callError(ctx, s, err)
+	}
+	if rep.EntriesStreamed {
+		if len(data) > maxListBytes {
+			s.Cancel()
+			return nil, errdefs.New(errdefs.ErrTooLarge, "the listing of %s is larger than %d bytes", path, maxListBytes)
+		}
+		if err := json.Unmarshal(data, &rep.Entries); err != nil {
+			return nil, fmt.Errorf("decode listing: %w", err)
+		}
 	}
 	if rep.Entries == nil {
 		rep.Entries = []agentproto.Entry{}
@@ -232,5 +257,3 @@ func (sb *Sandbox) WriteFile(ctx context.Context, path string, mode uint32, max 
 func (sb *Sandbox) TarPut(ctx context.Context, path string, max int64, r io.Reader) (int64, error) {
 	return sb.upload(ctx, agentproto.OpTarPut, &agentproto.FileRequest{Path: path, MaxBytes: max}, r)
 }
-
-var _ = errdefs.ErrInternal
