@@ -180,3 +180,109 @@ type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
+
+// StartProcessRequest is the body of POST /v1/sessions/{id}/processes: a
+// command that runs on its own, independent of any connection, with its
+// output kept for clients that come and go. Exactly one of Command (run by
+// bash -c, or sh -c, in the session's current cwd and exported environment)
+// and Argv is required.
+type StartProcessRequest struct {
+	Command string            `json:"command,omitempty"`
+	Argv    []string          `json:"argv,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	// TTY runs the process on a pseudo-terminal (stdout and stderr are then
+	// one stream), Cols x Rows (default 80 x 24).
+	TTY  bool `json:"tty,omitempty"`
+	Cols int  `json:"cols,omitempty"`
+	Rows int  `json:"rows,omitempty"`
+	// Stdin keeps the process's stdin open for POST .../stdin; without it
+	// the process reads an empty stdin. A TTY process always has one.
+	Stdin bool `json:"stdin,omitempty"`
+}
+
+// Process describes a process started through the processes API.
+type Process struct {
+	ID      string   `json:"id"`
+	Command string   `json:"command,omitempty"`
+	Argv    []string `json:"argv,omitempty"`
+	TTY     bool     `json:"tty"`
+	// State is "running" or "exited".
+	State string `json:"state"`
+	// Pid is the process id inside the sandbox.
+	Pid       int        `json:"pid"`
+	ExitCode  *int       `json:"exit_code,omitempty"`
+	Signal    string     `json:"signal,omitempty"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// OutputBytes is how many bytes of output the process produced so far:
+	// the offset the next byte will have.
+	OutputBytes int64 `json:"output_bytes"`
+	// OutputStart is the oldest offset still kept; older bytes were dropped
+	// from the bounded buffer.
+	OutputStart int64 `json:"output_start"`
+}
+
+// ProcessList is the body of GET /v1/sessions/{id}/processes.
+type ProcessList struct {
+	Processes []Process `json:"processes"`
+}
+
+// SignalRequest is the body of POST .../processes/{pid}/signal. Signal is a
+// name with or without "SIG" ("TERM", "SIGINT") or a number ("9").
+type SignalRequest struct {
+	Signal string `json:"signal"`
+}
+
+// ResizeRequest is the body of POST .../processes/{pid}/resize, for TTY
+// processes; over the shell WebSocket the same fields travel as a text
+// message {"type":"resize","cols":C,"rows":R}.
+type ResizeRequest struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
+// StdinWritten answers POST .../processes/{pid}/stdin.
+type StdinWritten struct {
+	Written int64 `json:"written"`
+}
+
+// OutputChunk is the data of a server-sent event carrying output: "stdout"
+// and "stderr" events of a streamed exec, "output" events of a process. The
+// bytes are Text when they are valid UTF-8, else Base64.
+type OutputChunk struct {
+	// Offset is the position of the chunk's first byte in the process's
+	// output (process output only).
+	Offset *int64 `json:"offset,omitempty"`
+	// Stream is "stdout" or "stderr" (process output only; a TTY process
+	// writes only "stdout").
+	Stream string `json:"stream,omitempty"`
+	Text   string `json:"text,omitempty"`
+	Base64 string `json:"base64,omitempty"`
+}
+
+// OutputGap is the data of a "gap" event: the bytes [From, To) were dropped
+// from the bounded buffer before this client read them.
+type OutputGap struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// ProcessExit is the data of an "exit" event of a process's output.
+type ProcessExit struct {
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+}
+
+// ShellMessage is a text message on the shell WebSocket. From the client:
+// {"type":"resize","cols":C,"rows":R}. From the daemon: {"type":"process",
+// "id":"p1"} when the shell starts or is attached (reattach with
+// ?process=ID), and {"type":"exit","exit_code":N} before it closes.
+type ShellMessage struct {
+	Type     string `json:"type"`
+	Cols     int    `json:"cols,omitempty"`
+	Rows     int    `json:"rows,omitempty"`
+	ID       string `json:"id,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+}
