@@ -41,6 +41,7 @@ type Agent struct {
 	owner *account
 	// startErr fails the daemon's hello: the sandbox cannot serve.
 	startErr error
+	procs    procTable
 
 	startOnce sync.Once
 }
@@ -236,6 +237,28 @@ func (a *Agent) handle(ctx context.Context, s *agentproto.Stream, op agentproto.
 			return
 		}
 		go a.fileOp(ctx, s, op, &req)
+	case agentproto.OpProcStart:
+		var req agentproto.ProcStartRequest
+		if err := json.Unmarshal(args, &req); err != nil {
+			s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "decode process request: %v", err))
+			return
+		}
+		go func() {
+			p, err := a.startProc(&req)
+			if err != nil {
+				s.Fail(err)
+				return
+			}
+			s.Reply(p.info(), nil)
+		}()
+	case agentproto.OpProcList, agentproto.OpProcGet, agentproto.OpProcOutput, agentproto.OpProcStdin,
+		agentproto.OpProcSignal, agentproto.OpProcResize, agentproto.OpProcKill:
+		var req agentproto.ProcRequest
+		if err := json.Unmarshal(args, &req); err != nil {
+			s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "decode process request: %v", err))
+			return
+		}
+		go a.procOp(ctx, s, op, &req)
 	default:
 		s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "unknown operation %d", op))
 	}

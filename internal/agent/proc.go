@@ -88,6 +88,7 @@ type spawnReq struct {
 	files   []uintptr
 	setsid  bool
 	setpgid bool
+	setctty bool // stdin (files[0]) becomes the controlling terminal
 
 	pid  int
 	exit chan unix.WaitStatus
@@ -138,7 +139,7 @@ func (sp *spawner) spawn(req *spawnReq) {
 		Dir:   req.dir,
 		Env:   req.env,
 		Files: req.files,
-		Sys:   &syscall.SysProcAttr{Setsid: req.setsid, Setpgid: req.setpgid && !req.setsid, Credential: sp.runAs},
+		Sys:   &syscall.SysProcAttr{Setsid: req.setsid, Setpgid: req.setpgid && !req.setsid, Setctty: req.setctty, Ctty: 0, Credential: sp.runAs},
 	}
 	if sp.cgv2 >= 0 {
 		attr.Sys.UseCgroupFD = true

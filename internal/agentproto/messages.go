@@ -105,3 +105,80 @@ type FileReply struct {
 type StateReply struct {
 	Cwd string `json:"cwd"`
 }
+
+// Operations of durable processes.
+const (
+	OpProcStart  Op = 20
+	OpProcList   Op = 21
+	OpProcGet    Op = 22
+	OpProcOutput Op = 23
+	OpProcStdin  Op = 24
+	OpProcSignal Op = 25
+	OpProcResize Op = 26
+	OpProcKill   Op = 27
+)
+
+// ProcStartRequest starts a durable process. Exactly one of Command and Argv
+// is set, unless Login asks for the session's login shell.
+type ProcStartRequest struct {
+	Command string            `json:"command,omitempty"`
+	Argv    []string          `json:"argv,omitempty"`
+	Login   bool              `json:"login,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	TTY     bool              `json:"tty,omitempty"`
+	Cols    int               `json:"cols,omitempty"`
+	Rows    int               `json:"rows,omitempty"`
+	Stdin   bool              `json:"stdin,omitempty"`
+}
+
+// ProcInfo describes a durable process.
+type ProcInfo struct {
+	ID          string     `json:"id"`
+	Command     string     `json:"command,omitempty"`
+	Argv        []string   `json:"argv,omitempty"`
+	TTY         bool       `json:"tty"`
+	Running     bool       `json:"running"`
+	Pid         int        `json:"pid"`
+	ExitCode    int        `json:"exit_code"`
+	Signal      int        `json:"signal,omitempty"`
+	StartedAt   time.Time  `json:"started_at"`
+	EndedAt     *time.Time `json:"ended_at,omitempty"`
+	OutputBytes int64      `json:"output_bytes"`
+	OutputStart int64      `json:"output_start"`
+}
+
+// ProcRequest names a durable process and what to do with it.
+type ProcRequest struct {
+	ID     string `json:"id"`
+	Offset int64  `json:"offset,omitempty"` // output: first byte wanted
+	Follow bool   `json:"follow,omitempty"` // output: wait for more until exit
+	Signal int    `json:"signal,omitempty"` // signal
+	Cols   int    `json:"cols,omitempty"`   // resize
+	Rows   int    `json:"rows,omitempty"`   // resize
+	EOF    bool   `json:"eof,omitempty"`    // stdin: close after the data
+}
+
+// ProcList answers OpProcList.
+type ProcList struct {
+	Processes []ProcInfo `json:"processes"`
+}
+
+// ProcOutputEvent is an Event on an output stream. "start" gives the offset
+// of the first Data byte that follows; "gap" says [From, To) was dropped
+// before it could be sent, and Data continues at To; "exit" (last, before the
+// Reply) says the process ended and all its output was sent. Data frames
+// between events are contiguous, on their channel's flag.
+type ProcOutputEvent struct {
+	Kind     string `json:"kind"`
+	Offset   int64  `json:"offset,omitempty"`
+	From     int64  `json:"from,omitempty"`
+	To       int64  `json:"to,omitempty"`
+	ExitCode int    `json:"exit_code,omitempty"`
+	Signal   int    `json:"signal,omitempty"`
+}
+
+// StdinReply answers OpProcStdin.
+type StdinReply struct {
+	Written int64 `json:"written"`
+}

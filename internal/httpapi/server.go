@@ -88,6 +88,15 @@ func New(cfg Config) *Server {
 		{"POST", "/v1/sessions/{id}/files/mkdir", s.mkdir},
 		{"GET", "/v1/sessions/{id}/archive", s.getArchive},
 		{"PUT", "/v1/sessions/{id}/archive", s.putArchive},
+		{"POST", "/v1/sessions/{id}/processes", s.startProcess},
+		{"GET", "/v1/sessions/{id}/processes", s.listProcesses},
+		{"GET", "/v1/sessions/{id}/processes/{pid}", s.getProcess},
+		{"DELETE", "/v1/sessions/{id}/processes/{pid}", s.killProcess},
+		{"GET", "/v1/sessions/{id}/processes/{pid}/output", s.processOutput},
+		{"POST", "/v1/sessions/{id}/processes/{pid}/stdin", s.writeStdin},
+		{"POST", "/v1/sessions/{id}/processes/{pid}/signal", s.signalProcess},
+		{"POST", "/v1/sessions/{id}/processes/{pid}/resize", s.resizeProcess},
+		{"GET", "/v1/sessions/{id}/shell", s.shell},
 		{"GET", "/v1/images", s.listImages},
 		{"POST", "/v1/images", s.importImage},
 		{"GET", "/v1/stats", s.stats},
@@ -307,6 +316,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	ereq, err := toExecRequest(&req)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if wantsSSE(r) {
+		s.execStream(w, r, ereq)
 		return
 	}
 	res, err := s.m.Exec(r.Context(), tenant(r), r.PathValue("id"), ereq, nil)

@@ -25,6 +25,25 @@ type ExecRequest struct {
 // ExecResult is a command's outcome.
 type ExecResult = sandbox.ExecResult
 
+// checkStrings validates the command, argv, env and cwd of a request.
+func (req *ExecRequest) checkStrings() error {
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return invalid("command contains a NUL byte")
+	}
+	for _, a := range req.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return invalid("argv contains a NUL byte")
+		}
+	}
+	if len(req.Argv) > 0 && req.Argv[0] == "" {
+		return invalid("argv[0] must name a program")
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return err
+	}
+	return checkPath("cwd", req.Cwd)
+}
+
 func (m *Manager) checkExec(req *ExecRequest) (*agentproto.ExecRequest, error) {
 	hasCmd, hasArgv := req.Command != "", len(req.Argv) > 0
 	switch {
@@ -33,21 +52,7 @@ func (m *Manager) checkExec(req *ExecRequest) (*agentproto.ExecRequest, error) {
 	case !hasCmd && !hasArgv:
 		return nil, invalid("command or argv is required")
 	}
-	if strings.IndexByte(req.Command, 0) >= 0 {
-		return nil, invalid("command contains a NUL byte")
-	}
-	for _, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, invalid("argv contains a NUL byte")
-		}
-	}
-	if hasArgv && req.Argv[0] == "" {
-		return nil, invalid("argv[0] must name a program")
-	}
-	if err := checkEnv(req.Env); err != nil {
-		return nil, err
-	}
-	if err := checkPath("cwd", req.Cwd); err != nil {
+	if err := req.checkStrings(); err != nil {
 		return nil, err
 	}
 	timeout := req.Timeout

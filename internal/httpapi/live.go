@@ -1,0 +1,472 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+
+	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
+)
+
+// sse writes server-sent events. Headers go out with the first event, so an
+// error before that is still an ordinary JSON error response.
+type sse struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponseController(w)} }
+
+func wantsSSE(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+func (e *sse) start() {
+	if e.started {
+		return
+	}
+	e.started = true
+	h := e.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // proxies: do not hold the stream back
+	e.w.WriteHeader(http.StatusOK)
+}
+
+// event writes one event and flushes it at once.
+func (e *sse) event(name, id string, v any) error {
+	e.start()
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	buf.WriteString("event: ")
+	buf.WriteString(name)
+	buf.WriteByte('\n')
+	if id != "" {
+		buf.WriteString("id: ")
+		buf.WriteString(id)
+		buf.WriteByte('\n')
+	}
+	buf.WriteString("data: ")
+	buf.Write(b)
+	buf.WriteString("\n\n")
+	if _, err := e.w.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	return e.rc.Flush()
+}
+
+// utf8Chunker turns a byte stream into chunks that never split a UTF-8
+// character: an incomplete character at a chunk's end waits for the next.
+type utf8Chunker struct{ pending []byte }
+
+// next returns the chunk for p as text, or as base64 when it is not UTF-8.
+func (u *utf8Chunker) next(p []byte) (text, b64 string) {
+	data := append(u.pending, p...)
+	u.pending = nil
+	// Hold back a trailing incomplete character (at most 3 bytes).
+	cut := len(data)
+	for i := len(data) - 1; i >= 0 && i >= len(data)-3; i-- {
+		if utf8.RuneStart(data[i]) {
+			if !utf8.FullRune(data[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	body := data[:cut]
+	if utf8.Valid(body) {
+		u.pending = append(u.pending, data[cut:]...)
+		return string(body), ""
+	}
+	// Not text anyway: send everything as it is.
+	return "", base64.StdEncoding.EncodeToString(data)
+}
+
+// flush returns what is still held back.
+func (u *utf8Chunker) flush() (b64 string) {
+	if len(u.pending) == 0 {
+		return ""
+	}
+	b := u.pending
+	u.pending = nil
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+func chunkOf(text, b64 string) api.OutputChunk {
+	return api.OutputChunk{Text: text, Base64: b64}
+}
+
+// execStream answers an exec with server-sent events: stdout and stderr as
+// they are produced, then exit.
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *session.ExecRequest) {
+	e := newSSE(w)
+	var chunkers [3]utf8Chunker
+	names := [3]string{"", "stdout", "stderr"}
+	send := func(ch byte, p []byte) error {
+		if ch != agentproto.ChanStdout && ch != agentproto.ChanStderr {
+			return nil
+		}
+		text, b64 := chunkers[ch].next(p)
+		if text == "" && b64 == "" {
+			return nil
+		}
+		return e.event(names[ch], "", chunkOf(text, b64))
+	}
+	res, err := s.m.Exec(r.Context(), tenant(r), r.PathValue("id"), ereq, send)
+	if err != nil {
+		if !e.started {
+			s.writeError(w, r, err)
+			return
+		}
+		c := errdefs.ClassOf(err)
+		e.event("error", "", api.Error{Error: api.ErrorBody{Code: c.String(), Message: err.Error()}})
+		return
+	}
+	for _, ch := range []byte{agentproto.ChanStdout, agentproto.ChanStderr} {
+		if b64 := chunkers[ch].flush(); b64 != "" {
+			e.event(names[ch], "", api.OutputChunk{Base64: b64})
+		}
+	}
+	e.event("exit", "", toAPIResult(res))
+}
+
+func toAPIProcess(in *session.ProcessInfo) api.Process {
+	out := api.Process{
+		ID: in.ID, Command: in.Command, Argv: in.Argv, TTY: in.TTY, State: "running", Pid: in.Pid,
+		StartedAt: in.StartedAt, OutputBytes: in.OutputBytes, OutputStart: in.OutputStart,
+	}
+	if !in.Running {
+		out.State = "exited"
+		code := in.ExitCode
+		out.ExitCode = &code
+		out.EndedAt = in.EndedAt
+		if in.Signal > 0 {
+			out.Signal = signalName(in.Signal)
+		}
+	}
+	return out
+}
+
+func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
+	var req api.StartProcessRequest
+	if err := decodeJSON(r, &req, s.cfg.MaxJSONBytes, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	info, err := s.m.StartProcess(r.Context(), tenant(r), r.PathValue("id"), &session.StartProcessRequest{
+		Command: req.Command, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd,
+		TTY: req.TTY, Cols: req.Cols, Rows: req.Rows, Stdin: req.Stdin,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toAPIProcess(info))
+}
+
+func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
+	list, err := s.m.ListProcesses(r.Context(), tenant(r), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.ProcessList{Processes: make([]api.Process, 0, len(list))}
+	for i := range list {
+		out.Processes = append(out.Processes, toAPIProcess(&list[i]))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) {
+	info, err := s.m.GetProcess(r.Context(), tenant(r), r.PathValue("id"), r.PathValue("pid"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPIProcess(info))
+}
+
+func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) {
+	if err := s.m.KillProcess(r.Context(), tenant(r), r.PathValue("id"), r.PathValue("pid")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+var signalNumbers = map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "USR1": 10, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20, "WINCH": 28}
+
+func parseSignal(v string) (int, error) {
+	if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 64 {
+		return n, nil
+	}
+	if n, ok := signalNumbers[strings.TrimPrefix(strings.ToUpper(v), "SIG")]; ok {
+		return n, nil
+	}
+	return 0, errdefs.New(errdefs.ErrInvalidArgument, "signal %q is not a signal name or number", v)
+}
+
+func (s *Server) signalProcess(w http.ResponseWriter, r *http.Request) {
+	var req api.SignalRequest
+	if err := decodeJSON(r, &req, s.cfg.MaxJSONBytes, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sig, err := parseSignal(req.Signal)
+	if err == nil {
+		err = s.m.SignalProcess(r.Context(), tenant(r), r.PathValue("id"), r.PathValue("pid"), sig)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) resizeProcess(w http.ResponseWriter, r *http.Request) {
+	var req api.ResizeRequest
+	if err := decodeJSON(r, &req, s.cfg.MaxJSONBytes, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.m.ResizeProcess(r.Context(), tenant(r), r.PathValue("id"), r.PathValue("pid"), req.Cols, req.Rows); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) {
+	eof := false
+	if v := r.URL.Query().Get("eof"); v != "" {
+		var err error
+		if eof, err = strconv.ParseBool(v); err != nil {
+			s.writeError(w, r, badQuery("eof", v, "must be true or false"))
+			return
+		}
+	}
+	n, err := s.m.WriteStdin(r.Context(), tenant(r), r.PathValue("id"), r.PathValue("pid"), http.MaxBytesReader(w, r.Body, s.m.MaxFileBytes()), eof)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.StdinWritten{Written: n})
+}
+
+// processOutput streams a process's output from an offset: server-sent
+// events by default, raw bytes for Accept: application/octet-stream.
+func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var offset int64
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			s.writeError(w, r, badQuery("offset", v, "must be a whole number (negative: that many bytes back from the end)"))
+			return
+		}
+		offset = n
+	} else if v := r.Header.Get("Last-Event-ID"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			offset = n
+		}
+	}
+	follow := false
+	if v := q.Get("follow"); v != "" {
+		var err error
+		if follow, err = strconv.ParseBool(v); err != nil {
+			s.writeError(w, r, badQuery("follow", v, "must be true or false"))
+			return
+		}
+	}
+	ctx, tn, id, pid := r.Context(), tenant(r), r.PathValue("id"), r.PathValue("pid")
+	if strings.Contains(r.Header.Get("Accept"), "application/octet-stream") && !wantsSSE(r) {
+		s.rawOutput(w, r, ctx, tn, id, pid, offset, follow)
+		return
+	}
+	e := newSSE(w)
+	_, err := s.m.ProcessOutput(ctx, tn, id, pid, offset, follow, func(ev session.OutputEvent) error {
+		switch ev.Kind {
+		case "gap":
+			return e.event("gap", strconv.FormatInt(ev.To, 10), api.OutputGap{From: ev.From, To: ev.To})
+		case "exit":
+			ex := api.ProcessExit{ExitCode: ev.ExitCode}
+			if ev.Signal > 0 {
+				ex.Signal = signalName(ev.Signal)
+			}
+			return e.event("exit", "", ex)
+		}
+		// Offsets are exact, so a chunk goes as it came: text when it is
+		// valid UTF-8 (a character split between chunks makes both
+		// base64), else base64.
+		chunk := api.OutputChunk{Offset: &ev.Offset, Stream: "stdout"}
+		if ev.Chan == agentproto.ChanStderr {
+			chunk.Stream = "stderr"
+		}
+		chunk.Text, chunk.Base64 = textOf(ev.Data)
+		if chunk.Base64 != "" {
+			chunk.Text = ""
+		}
+		return e.event("output", strconv.FormatInt(ev.Offset+int64(len(ev.Data)), 10), chunk)
+	})
+	if err != nil {
+		if !e.started {
+			s.writeError(w, r, err)
+			return
+		}
+		c := errdefs.ClassOf(err)
+		e.event("error", "", api.Error{Error: api.ErrorBody{Code: c.String(), Message: err.Error()}})
+		return
+	}
+	e.start() // an empty answer is still a stream
+}
+
+func (s *Server) rawOutput(w http.ResponseWriter, r *http.Request, ctx context.Context, tn, id, pid string, offset int64, follow bool) {
+	rc := http.NewResponseController(w)
+	started := false
+	_, err := s.m.ProcessOutput(ctx, tn, id, pid, offset, follow, func(ev session.OutputEvent) error {
+		if ev.Kind != "output" {
+			return nil
+		}
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Header().Set("Warren-Output-Offset", strconv.FormatInt(ev.Offset, 10))
+			w.WriteHeader(http.StatusOK)
+		}
+		if _, err := w.Write(ev.Data); err != nil {
+			return err
+		}
+		return rc.Flush()
+	})
+	if err != nil {
+		if !started {
+			s.writeError(w, r, err)
+			return
+		}
+		panic(http.ErrAbortHandler)
+	}
+	if !started {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Warren-Output-Offset", strconv.FormatInt(max(0, offset), 10))
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// replayBytes is how much of a shell's recent output an attaching client
+// gets, so its screen redraws.
+const replayBytes = 64 << 10
+
+// shell bridges a WebSocket to a login shell on a terminal in the session,
+// new or (with ?process=ID) one that is already running.
+func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ctx, tn, id := r.Context(), tenant(r), r.PathValue("id")
+	cols, _ := strconv.Atoi(q.Get("cols"))
+	rows, _ := strconv.Atoi(q.Get("rows"))
+	killOnClose, _ := strconv.ParseBool(q.Get("kill_on_close"))
+	pid := q.Get("process")
+	var info *session.ProcessInfo
+	var err error
+	if pid == "" {
+		info, err = s.m.StartProcess(ctx, tn, id, &session.StartProcessRequest{Login: true, TTY: true, Cols: cols, Rows: rows})
+	} else {
+		info, err = s.m.GetProcess(ctx, tn, id, pid)
+		if err == nil && !info.TTY {
+			err = errdefs.New(errdefs.ErrInvalidArgument, "process %s has no terminal to attach to", pid)
+		}
+		if err == nil && cols > 0 && rows > 0 {
+			err = s.m.ResizeProcess(ctx, tn, id, pid, cols, rows)
+		}
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	pid = info.ID
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept answered the client already
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(1 << 20)
+	// The connection's own context: the request's ends with the hijack.
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := wsJSON(cctx, c, api.ShellMessage{Type: "process", ID: pid}); err != nil {
+		return
+	}
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		from := max(info.OutputStart, info.OutputBytes-replayBytes)
+		_, err := s.m.ProcessOutput(cctx, tn, id, pid, from, true, func(ev session.OutputEvent) error {
+			switch ev.Kind {
+			case "output":
+				return c.Write(cctx, websocket.MessageBinary, ev.Data)
+			case "exit":
+				code := ev.ExitCode
+				msg := api.ShellMessage{Type: "exit", ExitCode: &code}
+				if ev.Signal > 0 {
+					msg.Signal = signalName(ev.Signal)
+				}
+				return wsJSON(cctx, c, msg)
+			}
+			return nil
+		})
+		if err == nil {
+			c.Close(websocket.StatusNormalClosure, "the shell exited")
+		} else if cctx.Err() == nil {
+			c.Close(websocket.StatusInternalError, errdefs.ClassOf(err).String())
+		}
+		cancel()
+	}()
+	for {
+		typ, data, err := c.Read(cctx)
+		if err != nil {
+			break
+		}
+		switch typ {
+		case websocket.MessageBinary:
+			if _, err := s.m.WriteStdin(cctx, tn, id, pid, bytes.NewReader(data), false); err != nil {
+				c.Close(websocket.StatusPolicyViolation, err.Error())
+				cancel()
+			}
+		case websocket.MessageText:
+			var msg api.ShellMessage
+			if json.Unmarshal(data, &msg) == nil && msg.Type == "resize" {
+				s.m.ResizeProcess(cctx, tn, id, pid, msg.Cols, msg.Rows)
+			}
+		}
+	}
+	cancel()
+	<-outDone
+	if killOnClose {
+		kctx, kcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s.m.KillProcess(kctx, tn, id, pid)
+		kcancel()
+	}
+}
+
+func wsJSON(ctx context.Context, c *websocket.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return c.Write(ctx, websocket.MessageText, b)
+}
+
