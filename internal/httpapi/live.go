@@ -469,4 +469,3 @@ func wsJSON(ctx context.Context, c *websocket.Conn, v any) error {
 	}
 	return c.Write(ctx, websocket.MessageText, b)
 }
-
