@@ -64,7 +64,7 @@ const (
 	// MaxTail is the most raw bytes a Call or Reply carries inline.
 	MaxTail = 1 << 20
 	// Window is the credit each stream starts with in each direction.
-	Window = 256 << 10
+	Window = 1 << 20
 	// MaxChunk is the largest Data frame a sender produces.
 	MaxChunk = 64 << 10
 )

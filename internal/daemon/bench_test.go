@@ -1,13 +1,16 @@
 package daemon_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"github.com/warrenhq/warren/internal/daemon/daemontest"
 	"io"
+	"net/http"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,4 +155,65 @@ func BenchmarkFile1MiB(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkStreamFirstByte measures the time from sending a streamed exec to
+// reading its first output event.
+func BenchmarkStreamFirstByte(b *testing.B) {
+	h := benchDaemon(b)
+	s, err := h.Client.CreateSession(context.Background(), &api.CreateSessionRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	url := h.URL + "/v1/sessions/" + s.ID + "/exec"
+	var ts timings
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"command":"echo hi; sleep 0.01"}`))
+		req.Header.Set("Accept", "text/event-stream")
+		t0 := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := bufio.NewReader(resp.Body)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if strings.HasPrefix(line, "event: stdout") {
+				ts = append(ts, time.Since(t0))
+				break
+			}
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	ts.report(b)
+}
+
+// BenchmarkStreamCat100MiB streams 100 MiB of text output of one command.
+func BenchmarkStreamCat100MiB(b *testing.B) {
+	h := daemontest.Start(b, func(c *config.Config) { c.Session.MaxOutput = 200 << 20 })
+	s, err := h.Client.CreateSession(context.Background(), &api.CreateSessionRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const size = 100 << 20
+	body := fmt.Sprintf(`{"command":"yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c %d","max_output_bytes":%d}`, size, size)
+	url := h.URL + "/v1/sessions/" + s.ID + "/exec"
+	b.SetBytes(size)
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if n < size {
+			b.Fatalf("streamed %d bytes", n)
+		}
+	}
 }
