@@ -147,9 +147,16 @@ func TestRegressionConcurrentWritersLoseCredit(t *testing.T) {
 	waiting := make(chan struct{})
 	done := make(chan error, 2)
 	p := connect(t, transports[0], async(func(ctx context.Context, s *Stream, op Op, args, tail []byte) {
-		// Use up the window in frames of 64K, 64K-1, 64K, 64K+1, so that
-		// the reader's first credit is 192K-1 and no second one follows.
-		for _, n := range []int{MaxChunk, MaxChunk - 1, MaxChunk, MaxChunk + 1} {
+		// Use up the window in full frames, one a byte short and the last a
+		// byte long, so that the reader's one credit (sent once it consumed
+		// half the window) is not followed by a second.
+		sizes := make([]int, Window/MaxChunk)
+		for i := range sizes {
+			sizes[i] = MaxChunk
+		}
+		sizes[1]--
+		sizes[len(sizes)-1]++
+		for _, n := range sizes {
 			s.WriteData(ctx, ChanStdout, make([]byte, n))
 		}
 		go func() { done <- s.WriteData(ctx, ChanStdout, []byte("1")) }() // first in line
