@@ -133,6 +133,8 @@ type Manager struct {
 
 	stop     chan struct{}
 	reaperWG sync.WaitGroup
+
+	tenants Tenants // nil: only the daemon's limits
 }
 
 type key struct{ tenant, id string }
@@ -318,6 +320,13 @@ func (m *Manager) Create(ctx context.Context, tenant string, req *CreateRequest)
 		return nil, false, err
 	}
 	rec.Tenant = tenant
+	tl, err := m.tenantLimits(ctx, tenant)
+	if err != nil {
+		return nil, false, err
+	}
+	if tl.MaxLifetime > 0 && req.MaxLifetime == 0 && rec.MaxLifetime > tl.MaxLifetime {
+		rec.MaxLifetime = tl.MaxLifetime // the tenant's ceiling is its default
+	}
 	k := key{tenant, rec.ID}
 	for {
 		m.mu.Lock()
@@ -330,6 +339,10 @@ func (m *Manager) Create(ctx context.Context, tenant string, req *CreateRequest)
 			if m.countLocked() >= m.cfg.MaxSessions {
 				m.mu.Unlock()
 				return nil, false, errdefs.New(errdefs.ErrResourceExhausted, "the daemon holds its maximum of %d sessions; delete one or raise --max-sessions", m.cfg.MaxSessions)
+			}
+			if err := m.checkQuotaLocked(tl, rec); err != nil {
+				m.mu.Unlock()
+				return nil, false, err
 			}
 			e = &entry{ready: make(chan struct{}), gone: make(chan struct{}), rec: rec}
 			e.lastUsed.Store(rec.CreatedAt.UnixNano())

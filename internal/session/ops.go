@@ -90,6 +90,21 @@ func (m *Manager) Exec(ctx context.Context, tenant, id string, req *ExecRequest,
 	if err != nil {
 		return nil, err
 	}
+	tl, err := m.tenantLimits(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPolicy(tenant, tl, req.Command, req.Argv); err != nil {
+		return nil, err
+	}
+	if tl.MaxExecTimeout > 0 {
+		switch {
+		case req.Timeout == 0 && areq.Timeout > tl.MaxExecTimeout:
+			areq.Timeout = tl.MaxExecTimeout
+		case areq.Timeout > tl.MaxExecTimeout:
+			return nil, quotaErr(tenant, "max_exec_timeout", "commands may run %v, not %v", tl.MaxExecTimeout, areq.Timeout)
+		}
+	}
 	e, done, err := m.use(ctx, tenant, id)
 	if err != nil {
 		return nil, err

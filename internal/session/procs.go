@@ -36,6 +36,15 @@ func (m *Manager) StartProcess(ctx context.Context, tenant, id string, req *Star
 	if err := m.checkProcess(req); err != nil {
 		return nil, err
 	}
+	tl, err := m.tenantLimits(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if !req.Login {
+		if err := checkPolicy(tenant, tl, req.Command, req.Argv); err != nil {
+			return nil, err
+		}
+	}
 	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
 		info, err = sb.StartProcess(ctx, req)
 		return err
