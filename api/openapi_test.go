@@ -181,6 +181,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	want := []string{
 		"DELETE /v1/sessions/{id}",
 		"DELETE /v1/sessions/{id}/files",
+		"DELETE /v1/sessions/{id}/processes/{pid}",
 		"GET /healthz",
 		"GET /openapi.json",
 		"GET /openapi.yaml",
@@ -192,14 +193,25 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"GET /v1/sessions/{id}/files",
 		"GET /v1/sessions/{id}/files/list",
 		"GET /v1/sessions/{id}/files/stat",
+		"GET /v1/sessions/{id}/processes",
+		"GET /v1/sessions/{id}/processes/{pid}",
+		"GET /v1/sessions/{id}/processes/{pid}/output",
+		"GET /v1/sessions/{id}/shell",
 		"GET /v1/stats",
 		"POST /v1/images",
 		"POST /v1/run",
 		"POST /v1/sessions",
 		"POST /v1/sessions/{id}/exec",
 		"POST /v1/sessions/{id}/files/mkdir",
+		"POST /v1/sessions/{id}/processes",
+		"POST /v1/sessions/{id}/processes/{pid}/resize",
+		"POST /v1/sessions/{id}/processes/{pid}/signal",
+		"POST /v1/sessions/{id}/processes/{pid}/stdin",
 		"PUT /v1/sessions/{id}/archive",
 		"PUT /v1/sessions/{id}/files",
+	}
+	if len(want) != 30 {
+		t.Fatalf("the route list has %d routes, want the 30 the daemon serves", len(want))
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("OpenAPIRoutes() mismatch (-want +got):\n%s", diff)
@@ -227,6 +239,16 @@ var goTypes = map[string]reflect.Type{
 	"Stats":                reflect.TypeFor[Stats](),
 	"Error":                reflect.TypeFor[Error](),
 	"ErrorBody":            reflect.TypeFor[ErrorBody](),
+	"StartProcessRequest":  reflect.TypeFor[StartProcessRequest](),
+	"Process":              reflect.TypeFor[Process](),
+	"ProcessList":          reflect.TypeFor[ProcessList](),
+	"SignalRequest":        reflect.TypeFor[SignalRequest](),
+	"ResizeRequest":        reflect.TypeFor[ResizeRequest](),
+	"StdinWritten":         reflect.TypeFor[StdinWritten](),
+	"OutputChunk":          reflect.TypeFor[OutputChunk](),
+	"OutputGap":            reflect.TypeFor[OutputGap](),
+	"ProcessExit":          reflect.TypeFor[ProcessExit](),
+	"ShellMessage":         reflect.TypeFor[ShellMessage](),
 }
 
 // schemasWithoutGoType are schemas that no type of types.go mirrors.
@@ -442,6 +464,9 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 	walk("", doc)
 }
 
+// upgrades are the operations that switch to a WebSocket.
+var upgrades = map[string]bool{"GET /v1/sessions/{id}/shell": true}
+
 func TestOpenAPIOperations(t *testing.T) {
 	doc := loadDocument(t)
 	errorCodes := map[string]string{
@@ -469,6 +494,14 @@ func TestOpenAPIOperations(t *testing.T) {
 		success := false
 		for code, r := range op.Responses {
 			if strings.HasPrefix(code, "2") {
+				success = true
+				continue
+			}
+			if code == "101" {
+				// Switching Protocols: only the WebSocket upgrades.
+				if !upgrades[route] {
+					t.Errorf("%s answers 101, but it is no WebSocket upgrade", route)
+				}
 				success = true
 				continue
 			}
@@ -533,5 +566,76 @@ func TestOpenAPIOperations(t *testing.T) {
 				t.Errorf("%s has no path query parameter", route)
 			}
 		}
+	}
+}
+
+// TestOpenAPIStreams checks the streamed answers: their content types and
+// the events they document, each with the schema of its data.
+func TestOpenAPIStreams(t *testing.T) {
+	doc, err := decodeOpenAPI()
+	if err != nil {
+		t.Fatalf("decodeOpenAPI() error: %v", err)
+	}
+	get := func(v any, keys ...string) any {
+		t.Helper()
+		for _, k := range keys {
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("no %q in the document (path %q)", k, keys)
+			}
+			v = m[k]
+		}
+		return v
+	}
+	type events map[string]string // event name -> schema
+	tests := []struct {
+		route, path, method string
+		wantTypes           []string
+		wantEvents          events
+	}{
+		{
+			route: "exec", path: "/v1/sessions/{id}/exec", method: "post",
+			wantTypes:  []string{"application/json", "text/event-stream"},
+			wantEvents: events{"stdout": "OutputChunk", "stderr": "OutputChunk", "exit": "ExecResult", "error": "Error"},
+		},
+		{
+			route: "process output", path: "/v1/sessions/{id}/processes/{pid}/output", method: "get",
+			wantTypes:  []string{"application/octet-stream", "text/event-stream"},
+			wantEvents: events{"output": "OutputChunk", "gap": "OutputGap", "exit": "ProcessExit"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.route, func(t *testing.T) {
+			content, _ := get(doc, "paths", tc.path, tc.method, "responses", "200", "content").(map[string]any)
+			var types []string
+			for mt := range content {
+				types = append(types, mt)
+			}
+			sort.Strings(types)
+			if diff := cmp.Diff(tc.wantTypes, types); diff != "" {
+				t.Errorf("content types mismatch (-want +got):\n%s", diff)
+			}
+			got := events{}
+			evs, _ := get(content, "text/event-stream", "x-sse-events").(map[string]any)
+			for name, s := range evs {
+				ref, _ := get(s, "$ref").(string)
+				got[name] = strings.TrimPrefix(ref, "#/components/schemas/")
+			}
+			if diff := cmp.Diff(tc.wantEvents, got); diff != "" {
+				t.Errorf("events mismatch (-want +got):\n%s", diff)
+			}
+			desc, _ := get(content, "text/event-stream", "schema", "description").(string)
+			for name := range tc.wantEvents {
+				if !strings.Contains(desc, "`"+name+"`") {
+					t.Errorf("the stream's description does not describe event %s", name)
+				}
+			}
+		})
+	}
+	if h := get(doc, "paths", "/v1/sessions/{id}/processes/{pid}/output", "get", "responses", "200", "headers", "Warren-Output-Offset"); h == nil {
+		t.Errorf("the raw output does not document Warren-Output-Offset")
+	}
+	if ref, _ := get(doc, "paths", "/v1/sessions/{id}/shell", "get", "responses", "101", "x-websocket-text-message", "$ref").(string); ref != "#/components/schemas/ShellMessage" {
+		t.Errorf("the shell's text messages are %q, want ShellMessage", ref)
 	}
 }

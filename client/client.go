@@ -9,6 +9,12 @@
 // Every method takes a context first and honours it. Errors that the daemon
 // reports are *Error values, classified by Code; file and archive transfers
 // are streamed in both directions and never held in memory whole.
+//
+// Output can be had live: ExecStream hands a command's output over as it is
+// written; StartProcess starts a process that runs on its own, whose kept
+// output ProcessOutput (events) and ReadProcessOutput (raw bytes) read from
+// any offset; and Shell connects to an interactive terminal in a session
+// over a WebSocket.
 package client
 
 import (

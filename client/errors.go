@@ -101,6 +101,51 @@ func codeOfStatus(status int) string {
 	return "unknown"
 }
 
+// statusOfCode maps a class to the status the daemon answers it with, for
+// errors that arrive without one (an "error" event of a stream that had
+// already started with 200).
+func statusOfCode(code string) int {
+	switch code {
+	case "invalid_argument":
+		return http.StatusBadRequest
+	case "unauthenticated":
+		return http.StatusUnauthorized
+	case "permission_denied":
+		return http.StatusForbidden
+	case "not_found":
+		return http.StatusNotFound
+	case "conflict":
+		return http.StatusConflict
+	case "too_large":
+		return http.StatusRequestEntityTooLarge
+	case "resource_exhausted":
+		return http.StatusTooManyRequests
+	case "unavailable":
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// errorFromEvent builds the *Error of an "error" event, whose data is the
+// error envelope.
+func errorFromEvent(data string) *Error {
+	var env api.Error
+	if err := json.Unmarshal([]byte(data), &env); err != nil || env.Error.Code == "" {
+		return &Error{StatusCode: http.StatusInternalServerError, Code: "internal",
+			Message: "the daemon reported an error that is not an envelope: " + summarizeEvent(data)}
+	}
+	return &Error{StatusCode: statusOfCode(env.Error.Code), Code: env.Error.Code, Message: env.Error.Message}
+}
+
+// summarizeEvent shortens an event's data for a message.
+func summarizeEvent(data string) string {
+	data = strings.Join(strings.Fields(data), " ")
+	if len(data) > maxMessage {
+		data = strings.ToValidUTF8(data[:maxMessage], "") + "…"
+	}
+	return data
+}
+
 // maxMessage bounds the length of a message made from a body.
 const maxMessage = 200
 

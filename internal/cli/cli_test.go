@@ -29,6 +29,7 @@ type call struct {
 	Query        url.Values
 	Auth         string
 	Body         string
+	Accept       string
 }
 
 // reply is a canned answer.
@@ -53,7 +54,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.t.Errorf("read request body: %v", err)
 	}
 	f.mu.Lock()
-	f.calls = append(f.calls, call{r.Method, r.URL.EscapedPath(), r.URL.Query(), r.Header.Get("Authorization"), string(body)})
+	f.calls = append(f.calls, call{r.Method, r.URL.EscapedPath(), r.URL.Query(), r.Header.Get("Authorization"), string(body), r.Header.Get("Accept")})
 	f.mu.Unlock()
 	rep, ok := f.routes[r.Method+" "+r.URL.EscapedPath()]
 	if !ok {
@@ -137,6 +138,26 @@ var (
 	}
 )
 
+var (
+	// sse is the header of an event stream.
+	sse = http.Header{"Content-Type": {"text/event-stream"}}
+
+	exitCode3   = 3
+	exitCode137 = 137
+	procRunning = api.Process{ID: "p1", Command: "python3 -m http.server", State: "running", Pid: 42,
+		StartedAt: now.Add(-5 * time.Minute), OutputBytes: 10}
+	procExited = api.Process{ID: "p2", Command: "make test", State: "exited", Pid: 43, ExitCode: &exitCode3,
+		StartedAt: now.Add(-2 * time.Hour), OutputBytes: 1 << 20, OutputStart: 4096}
+	procKilled = api.Process{ID: "p3", Argv: []string{"top", "-d", "1"}, TTY: true, State: "exited", Pid: 44,
+		ExitCode: &exitCode137, Signal: "SIGKILL", StartedAt: now.Add(-30 * time.Second)}
+)
+
+// event formats one server-sent event.
+func event(name string, data any) string {
+	b, _ := json.Marshal(data)
+	return "event: " + name + "\ndata: " + string(b) + "\n\n"
+}
+
 func result(r api.ExecResult) string {
 	b, _ := json.Marshal(r)
 	return string(b)
@@ -149,7 +170,7 @@ func TestCommands(t *testing.T) {
 		args       []string
 		stdin      string
 		routes     map[string]reply
-		wantCalls  []call // Body compared as JSON; Auth "Bearer env-token" unless set
+		wantCalls  []call // Body compared as JSON; Auth "Bearer env-token" unless set; Accept and Query when set
 		wantStdout string
 		wantStderr string
 		wantCode   int
@@ -322,6 +343,154 @@ func TestCommands(t *testing.T) {
 			wantCode:   1,
 		},
 		{
+			name: "exec streams the output as it comes",
+			args: []string{"exec", "demo", "--", "make"},
+			routes: map[string]reply{"POST /v1/sessions/demo/exec": {status: 200, header: sse,
+				body: event("stdout", api.OutputChunk{Text: "building\n"}) + ": keep-alive\n\n" +
+					event("stderr", api.OutputChunk{Base64: "/w=="}) + event("stdout", api.OutputChunk{Text: "done\n"}) +
+					event("exit", api.ExecResult{ExitCode: 2, Truncated: true})}},
+			wantCalls:  []call{{Method: "POST", Path: "/v1/sessions/demo/exec", Body: `{"command":"make"}`, Accept: "text/event-stream"}},
+			wantStdout: "building\ndone\n",
+			wantStderr: "\xff" + "warren: output was truncated: it exceeded the output cap\n",
+			wantCode:   2,
+		},
+		{
+			name: "exec reports an error after the stream started",
+			args: []string{"exec", "demo", "--", "make"},
+			routes: map[string]reply{"POST /v1/sessions/demo/exec": {status: 200, header: sse,
+				body: event("stdout", api.OutputChunk{Text: "partial"}) +
+					event("error", api.Error{Error: api.ErrorBody{Code: "unavailable", Message: "the session's sandbox died"}})}},
+			wantCalls:  []call{{Method: "POST", Path: "/v1/sessions/demo/exec", Body: `{"command":"make"}`}},
+			wantStdout: "partial",
+			wantStderr: "warren: exec in session demo: unavailable: the session's sandbox died\n",
+			wantCode:   1,
+		},
+		{
+			name: "exec --no-stream makes the plain call",
+			args: []string{"exec", "--no-stream", "demo", "--", "echo hi"},
+			routes: map[string]reply{"POST /v1/sessions/demo/exec": {status: 200,
+				body: result(api.ExecResult{Stdout: "hi\n", Stderr: "note\n", ExitCode: 0})}},
+			wantCalls:  []call{{Method: "POST", Path: "/v1/sessions/demo/exec", Body: `{"command":"echo hi"}`, Accept: "application/json"}},
+			wantStdout: "hi\n", wantStderr: "note\n",
+		},
+		{
+			name:       "start",
+			args:       []string{"start", "demo", "--", "python3", "-m", "http.server"},
+			routes:     map[string]reply{"POST /v1/sessions/demo/processes": {status: 201, body: mustJSON(t, procRunning)}},
+			wantCalls:  []call{{Method: "POST", Path: "/v1/sessions/demo/processes", Body: `{"command":"python3 -m http.server"}`}},
+			wantStdout: "p1\n",
+		},
+		{
+			name:       "start --tty --stdin --argv with per-process flags",
+			args:       []string{"start", "-t", "-i", "--argv", "--cwd", "/src", "--env", "A=1", "demo", "--", "top", "-d", "1"},
+			routes:     map[string]reply{"POST /v1/sessions/demo/processes": {status: 201, body: mustJSON(t, procRunning)}},
+			wantCalls:  []call{{Method: "POST", Path: "/v1/sessions/demo/processes", Body: `{"argv":["top","-d","1"],"tty":true,"stdin":true,"cwd":"/src","env":{"A":"1"}}`}},
+			wantStdout: "p1\n",
+		},
+		{
+			name: "start when the session is full",
+			args: []string{"start", "demo", "--", "sleep", "1"},
+			routes: map[string]reply{"POST /v1/sessions/demo/processes": {status: 429,
+				body: `{"error":{"code":"resource_exhausted","message":"the session holds its maximum of 64 processes"}}`}},
+			wantCalls:  []call{{Method: "POST", Path: "/v1/sessions/demo/processes", Body: `{"command":"sleep 1"}`}},
+			wantStderr: "warren: start a process in session demo: resource_exhausted: the session holds its maximum of 64 processes\n",
+			wantCode:   1,
+		},
+		{
+			name:       "start without a command",
+			args:       []string{"start", "demo"},
+			wantStderr: "warren: no command given: put it after --\n",
+			wantCode:   1,
+		},
+		{
+			name: "ps",
+			args: []string{"ps", "demo"},
+			routes: map[string]reply{"GET /v1/sessions/demo/processes": {status: 200,
+				body: mustJSON(t, api.ProcessList{Processes: []api.Process{procRunning, procExited, procKilled}})}},
+			wantCalls: []call{{Method: "GET", Path: "/v1/sessions/demo/processes"}},
+			wantStdout: "" +
+				"ID  STATE    PID  EXIT     STARTED  COMMAND\n" +
+				"p1  running  42   -        5m ago   python3 -m http.server\n" +
+				"p2  exited   43   3        2h ago   make test\n" +
+				"p3  exited   44   SIGKILL  30s ago  top -d 1\n",
+		},
+		{
+			name:       "ps --json, none",
+			args:       []string{"ps", "--json", "demo"},
+			routes:     map[string]reply{"GET /v1/sessions/demo/processes": {status: 200, body: `{"processes":[]}`}},
+			wantCalls:  []call{{Method: "GET", Path: "/v1/sessions/demo/processes"}},
+			wantStdout: "[]\n",
+		},
+		{
+			name:       "ps --json",
+			args:       []string{"ps", "--json", "demo"},
+			routes:     map[string]reply{"GET /v1/sessions/demo/processes": {status: 200, body: mustJSON(t, api.ProcessList{Processes: []api.Process{procExited}})}},
+			wantCalls:  []call{{Method: "GET", Path: "/v1/sessions/demo/processes"}},
+			wantStdout: indentJSON(t, []api.Process{procExited}),
+		},
+		{
+			name:       "ps of a missing session",
+			args:       []string{"ps", "nope"},
+			routes:     map[string]reply{"GET /v1/sessions/nope/processes": notFound},
+			wantCalls:  []call{{Method: "GET", Path: "/v1/sessions/nope/processes"}},
+			wantStderr: "warren: list processes of session nope: not_found: session \"nope\" not found\n",
+			wantCode:   1,
+		},
+		{
+			name: "logs prints the raw output",
+			args: []string{"logs", "demo", "p1"},
+			routes: map[string]reply{"GET /v1/sessions/demo/processes/p1/output": {status: 200,
+				header: http.Header{"Content-Type": {"application/octet-stream"}, "Warren-Output-Offset": {"0"}}, body: "out\n\xfferr\n"}},
+			wantCalls: []call{{Method: "GET", Path: "/v1/sessions/demo/processes/p1/output",
+				Query: url.Values{"offset": {"0"}, "follow": {"false"}}, Accept: "application/octet-stream"}},
+			wantStdout: "out\n\xfferr\n",
+		},
+		{
+			name: "logs -f --offset notes dropped bytes",
+			args: []string{"logs", "-f", "--offset", "100", "demo", "p1"},
+			routes: map[string]reply{"GET /v1/sessions/demo/processes/p1/output": {status: 200,
+				header: http.Header{"Content-Type": {"application/octet-stream"}, "Warren-Output-Offset": {"4196"}}, body: "tail\n"}},
+			wantCalls: []call{{Method: "GET", Path: "/v1/sessions/demo/processes/p1/output",
+				Query: url.Values{"offset": {"100"}, "follow": {"true"}}}},
+			wantStdout: "tail\n",
+			wantStderr: "warren: 4096 bytes of output were dropped before they could be read; the output starts at offset 4196\n",
+		},
+		{
+			name:       "logs of a missing process",
+			args:       []string{"logs", "demo", "p9"},
+			routes:     map[string]reply{"GET /v1/sessions/demo/processes/p9/output": {status: 404, body: `{"error":{"code":"not_found","message":"process \"p9\" not found"}}`}},
+			wantCalls:  []call{{Method: "GET", Path: "/v1/sessions/demo/processes/p9/output"}},
+			wantStderr: "warren: output of process p9 in session demo: not_found: process \"p9\" not found\n",
+			wantCode:   1,
+		},
+		{
+			name:       "logs with a negative offset",
+			args:       []string{"logs", "--offset", "-1", "demo", "p1"},
+			wantStderr: "warren: --offset must not be negative\n",
+			wantCode:   1,
+		},
+		{
+			name:      "kill removes the process",
+			args:      []string{"kill", "demo", "p1"},
+			routes:    map[string]reply{"DELETE /v1/sessions/demo/processes/p1": {status: 204}},
+			wantCalls: []call{{Method: "DELETE", Path: "/v1/sessions/demo/processes/p1"}},
+		},
+		{
+			name:      "kill --signal signals it",
+			args:      []string{"kill", "--signal", "INT", "demo", "p1"},
+			routes:    map[string]reply{"POST /v1/sessions/demo/processes/p1/signal": {status: 204}},
+			wantCalls: []call{{Method: "POST", Path: "/v1/sessions/demo/processes/p1/signal", Body: `{"signal":"INT"}`}},
+		},
+		{
+			name: "kill --signal with a bad signal",
+			args: []string{"kill", "-s", "NOPE", "demo", "p1"},
+			routes: map[string]reply{"POST /v1/sessions/demo/processes/p1/signal": {status: 400,
+				body: `{"error":{"code":"invalid_argument","message":"unknown signal \"NOPE\""}}`}},
+			wantCalls:  []call{{Method: "POST", Path: "/v1/sessions/demo/processes/p1/signal", Body: `{"signal":"NOPE"}`}},
+			wantStderr: "warren: signal process p1 in session demo: invalid_argument: unknown signal \"NOPE\"\n",
+			wantCode:   1,
+		},
+		{
 			name: "run with image and limits",
 			args: []string{"run", "--image", "python", "--memory", "256", "--cpus", "0.5", "--pids", "32", "--timeout", "10s", "--", "python3", "-V"},
 			routes: map[string]reply{"POST /v1/run": {status: 200,
@@ -404,6 +573,12 @@ func TestCommands(t *testing.T) {
 				g := got[i]
 				if g.Method != want.Method || g.Path != want.Path {
 					t.Errorf("call %d = %s %s, want %s %s", i, g.Method, g.Path, want.Method, want.Path)
+				}
+				if want.Accept != "" && g.Accept != want.Accept {
+					t.Errorf("call %d Accept = %q, want %q", i, g.Accept, want.Accept)
+				}
+				if want.Query != nil && !cmp.Equal(g.Query, want.Query) {
+					t.Errorf("call %d query = %v, want %v", i, g.Query, want.Query)
 				}
 				if !sameJSON(t, want.Body, g.Body) {
 					t.Errorf("call %d body = %s, want %s", i, g.Body, want.Body)

@@ -78,12 +78,16 @@ func commandWords(cmd *cobra.Command, args []string, skip int) ([]string, error)
 }
 
 func newExecCommand(a *app) *cobra.Command {
-	var ef execFlags
+	var (
+		ef       execFlags
+		noStream bool
+	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] SESSION -- COMMAND [ARGS...]",
 		Short: "Run a command in a session",
-		Long: `Run a command in a session, print its stdout and stderr, and exit with its
-exit code.
+		Long: `Run a command in a session, print its stdout and stderr as it writes them,
+and exit with its exit code. With --no-stream the output is printed when the
+command is done.
 
 By default the words after -- are joined with single spaces and run by the
 session's persistent shell, as ssh does: "warren exec demo -- cd /tmp" changes
@@ -108,7 +112,12 @@ shell and without changing the session's state.`,
 			if err != nil {
 				return err
 			}
-			res, err := a.client().Exec(cmd.Context(), id, req)
+			var res *api.ExecResult
+			if noStream {
+				res, err = a.client().Exec(cmd.Context(), id, req)
+			} else {
+				res, err = a.client().ExecStream(cmd.Context(), id, req, a.writeOutput)
+			}
 			if err != nil {
 				return fmt.Errorf("exec in session %s: %w", id, err)
 			}
@@ -116,7 +125,21 @@ shell and without changing the session's state.`,
 		},
 	}
 	ef.register(cmd)
+	cmd.Flags().BoolVar(&noStream, "no-stream", false, "print the output when the command is done instead of as it comes")
 	return cmd
+}
+
+// writeOutput writes a chunk of a command's streamed output exactly, to
+// stdout or stderr as the command wrote it.
+func (a *app) writeOutput(stream string, p []byte) error {
+	w := a.stdout
+	if stream == "stderr" {
+		w = a.stderr
+	}
+	if _, err := w.Write(p); err != nil {
+		return fmt.Errorf("write %s: %w", stream, err)
+	}
+	return nil
 }
 
 func newRunCommand(a *app) *cobra.Command {
@@ -159,7 +182,8 @@ unless --argv is given, as with exec.`,
 	return cmd
 }
 
-// printResult writes a command's stdout and stderr exactly, notes what went
+// printResult writes a command's stdout and stderr exactly (none for a
+// streamed result, whose output was written as it came), notes what went
 // wrong around it, and returns the command's exit code as an error (nil for
 // 0).
 func (a *app) printResult(res *api.ExecResult) error {
@@ -184,7 +208,13 @@ func (a *app) printResult(res *api.ExecResult) error {
 	if res.ShellRestarted {
 		a.warn("the session's shell ended and was restarted: cwd and exported variables were kept, other shell state was lost")
 	}
-	switch code := res.ExitCode; {
+	return exitStatus(res.ExitCode)
+}
+
+// exitStatus returns a remote command's exit code as the error that makes
+// warren exit with it (nil for 0).
+func exitStatus(code int) error {
+	switch {
 	case code == 0:
 		return nil
 	case code > 0 && code < 256:

@@ -20,7 +20,8 @@ const DefaultAddr = "http://127.0.0.1:7433"
 
 // Main runs warren's command line with args (without the program name) and
 // returns the process's exit code: 0, 1 on an error (printed to stderr as
-// "warren: <message>"), or for exec and run the command's own exit code.
+// "warren: <message>"), or for exec, run and shell the remote command's own
+// exit code.
 func Main(args []string) int {
 	return run(context.Background(), args, &app{
 		stdin:  os.Stdin,
@@ -101,6 +102,11 @@ func newRootCommand(a *app) *cobra.Command {
 		newSessionCommand(a),
 		newExecCommand(a),
 		newRunCommand(a),
+		newShellCommand(a),
+		newStartCommand(a),
+		newPsCommand(a),
+		newLogsCommand(a),
+		newKillCommand(a),
 		newCpCommand(a),
 		newImageCommand(a),
 	)

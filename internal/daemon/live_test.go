@@ -415,10 +415,18 @@ func TestShellWebSocket(t *testing.T) {
 		t.Errorf("after exit: %v, want a normal close", err)
 	}
 	// Attaching to a process that has no terminal is refused before the
-	// upgrade.
+	// upgrade, and so is a request that is no upgrade at all (which must not
+	// leave a shell behind).
 	p := startProc(t, h, "s", api.StartProcessRequest{Command: "sleep 5"})
-	if status, _, env, _ := raw(t, h, "GET", "/v1/sessions/s/shell?process="+p.ID, ""); status != 400 {
-		t.Errorf("attach to a non-terminal process = %d %+v", status, env)
+	if _, _, err := websocket.Dial(ctx, wsURL+"&process="+p.ID, nil); err == nil {
+		t.Errorf("attach to a non-terminal process succeeded")
+	}
+	before, _ := rawList(t, h, "s")
+	if status, _, env, _ := raw(t, h, "GET", "/v1/sessions/s/shell", ""); status != 400 || env.Error.Code != "invalid_argument" {
+		t.Errorf("a plain GET of the shell = %d %+v", status, env)
+	}
+	if after, _ := rawList(t, h, "s"); len(after) != len(before) {
+		t.Errorf("a plain GET of the shell started a process: %d -> %d", len(before), len(after))
 	}
 }
 

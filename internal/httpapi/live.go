@@ -280,7 +280,10 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		offset = n
-	} else if v := r.Header.Get("Last-Event-ID"); v != "" {
+	}
+	// An EventSource reconnects with its original URL: the last event's id
+	// says where it really stopped.
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 			offset = n
 		}
@@ -374,6 +377,12 @@ const replayBytes = 64 << 10
 // shell bridges a WebSocket to a login shell on a terminal in the session,
 // new or (with ?process=ID) one that is already running.
 func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
+	// Refuse a plain request before anything starts: a shell begun for a
+	// client that cannot take the socket would run on with nobody there.
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		s.writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "the shell is a WebSocket: send an upgrade request"))
+		return
+	}
 	q := r.URL.Query()
 	ctx, tn, id := r.Context(), tenant(r), r.PathValue("id")
 	cols, _ := strconv.Atoi(q.Get("cols"))
