@@ -75,6 +75,9 @@ func run() error {
 		}
 	}
 	ignoreSignals()
+	if err := catchFatalDefaults(); err != nil {
+		return fmt.Errorf("catch signals: %w", err)
+	}
 	a := &Agent{spec: s, reaper: newReaper(), bg: newRing(s.BackgroundLogBytes)}
 	env := s.Env
 	var runAs *syscall.Credential
