@@ -49,7 +49,10 @@ type Usage struct {
 
 // Session describes one session.
 type Session struct {
-	ID         string    `json:"id"`
+	ID string `json:"id"`
+	// Tenant owns the session; shown to admin callers listing across
+	// tenants (GET /v1/sessions?all=true).
+	Tenant     string    `json:"tenant,omitempty"`
 	Image      string    `json:"image"`
 	State      string    `json:"state"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -285,4 +288,103 @@ type ShellMessage struct {
 	ID       string `json:"id,omitempty"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Signal   string `json:"signal,omitempty"`
+}
+
+// CreateKeyRequest is the body of POST /v1/keys (admin).
+type CreateKeyRequest struct {
+	Tenant string `json:"tenant"`
+	Name   string `json:"name,omitempty"`
+	Admin  bool   `json:"admin,omitempty"`
+	// ExpiresInSeconds, when set, makes the key stop working after that
+	// long.
+	ExpiresInSeconds int64 `json:"expires_in_seconds,omitempty"`
+}
+
+// Key describes an API key. The secret is never stored or shown again after
+// creation.
+type Key struct {
+	ID        string     `json:"id"`
+	Tenant    string     `json:"tenant"`
+	Name      string     `json:"name,omitempty"`
+	Admin     bool       `json:"admin"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// KeyCreated answers POST /v1/keys: the key, with its secret this once.
+type KeyCreated struct {
+	Key
+	// Secret is the whole key to send as "Authorization: Bearer <secret>".
+	Secret string `json:"secret"`
+}
+
+// KeyList is the body of GET /v1/keys.
+type KeyList struct {
+	Keys []Key `json:"keys"`
+}
+
+// TokenRequest is the body of POST /v1/tokens: a short-lived token for the
+// caller, for clients that cannot send headers (a browser's WebSocket or
+// EventSource pass it as ?token=).
+type TokenRequest struct {
+	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
+}
+
+// Token answers POST /v1/tokens.
+type Token struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// TenantQuota caps a tenant's use; zero fields take the daemon's defaults.
+type TenantQuota struct {
+	MaxSessions           int     `json:"max_sessions,omitempty"`
+	MaxMemoryMB           int64   `json:"max_memory_mb,omitempty"`
+	MaxCPUs               float64 `json:"max_cpus,omitempty"`
+	MaxLifetimeSeconds    int64   `json:"max_lifetime_seconds,omitempty"`
+	MaxExecTimeoutSeconds int64   `json:"max_exec_timeout_seconds,omitempty"`
+}
+
+// TenantPolicy limits which programs exec may start: a convenience for
+// operators, not a security boundary (the sandbox is the boundary).
+type TenantPolicy struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// Tenant is a tenant's settings (body of PUT /v1/tenants/{name}, and the
+// answer of the tenant endpoints).
+type Tenant struct {
+	Name      string       `json:"name,omitempty"`
+	Quota     TenantQuota  `json:"quota"`
+	Policy    TenantPolicy `json:"policy"`
+	UpdatedAt *time.Time   `json:"updated_at,omitempty"`
+}
+
+// TenantList is the body of GET /v1/tenants.
+type TenantList struct {
+	Tenants []Tenant `json:"tenants"`
+}
+
+// AuditRecord is one audited call: who, which tenant and session, what, the
+// outcome and how long it took. Never secrets, file contents, command text
+// or environment values.
+type AuditRecord struct {
+	Time       time.Time `json:"time"`
+	RequestID  string    `json:"request_id,omitempty"`
+	Tenant     string    `json:"tenant,omitempty"`
+	KeyID      string    `json:"key_id,omitempty"`
+	Subject    string    `json:"subject,omitempty"`
+	Session    string    `json:"session,omitempty"`
+	Op         string    `json:"op"`
+	Target     string    `json:"target,omitempty"`
+	Status     int       `json:"status"`
+	Outcome    string    `json:"outcome"`
+	DurationMs float64   `json:"duration_ms"`
+}
+
+// AuditList is the body of GET /v1/audit.
+type AuditList struct {
+	Records []AuditRecord `json:"records"`
 }
