@@ -179,14 +179,18 @@ func TestOpenAPIRoutes(t *testing.T) {
 		t.Fatalf("OpenAPIRoutes() error: %v", err)
 	}
 	want := []string{
+		"DELETE /v1/keys/{key_id}",
 		"DELETE /v1/sessions/{id}",
 		"DELETE /v1/sessions/{id}/files",
 		"DELETE /v1/sessions/{id}/processes/{pid}",
+		"DELETE /v1/tenants/{name}",
 		"GET /healthz",
 		"GET /openapi.json",
 		"GET /openapi.yaml",
 		"GET /readyz",
+		"GET /v1/audit",
 		"GET /v1/images",
+		"GET /v1/keys",
 		"GET /v1/sessions",
 		"GET /v1/sessions/{id}",
 		"GET /v1/sessions/{id}/archive",
@@ -198,7 +202,10 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"GET /v1/sessions/{id}/processes/{pid}/output",
 		"GET /v1/sessions/{id}/shell",
 		"GET /v1/stats",
+		"GET /v1/tenants",
+		"GET /v1/tenants/{name}",
 		"POST /v1/images",
+		"POST /v1/keys",
 		"POST /v1/run",
 		"POST /v1/sessions",
 		"POST /v1/sessions/{id}/exec",
@@ -207,11 +214,13 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"POST /v1/sessions/{id}/processes/{pid}/resize",
 		"POST /v1/sessions/{id}/processes/{pid}/signal",
 		"POST /v1/sessions/{id}/processes/{pid}/stdin",
+		"POST /v1/tokens",
 		"PUT /v1/sessions/{id}/archive",
 		"PUT /v1/sessions/{id}/files",
+		"PUT /v1/tenants/{name}",
 	}
-	if len(want) != 30 {
-		t.Fatalf("the route list has %d routes, want the 30 the daemon serves", len(want))
+	if len(want) != 39 {
+		t.Fatalf("the route list has %d routes, want the 39 the daemon serves", len(want))
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("OpenAPIRoutes() mismatch (-want +got):\n%s", diff)
@@ -249,6 +258,18 @@ var goTypes = map[string]reflect.Type{
 	"OutputGap":            reflect.TypeFor[OutputGap](),
 	"ProcessExit":          reflect.TypeFor[ProcessExit](),
 	"ShellMessage":         reflect.TypeFor[ShellMessage](),
+	"CreateKeyRequest":     reflect.TypeFor[CreateKeyRequest](),
+	"Key":                  reflect.TypeFor[Key](),
+	"KeyCreated":           reflect.TypeFor[KeyCreated](),
+	"KeyList":              reflect.TypeFor[KeyList](),
+	"TokenRequest":         reflect.TypeFor[TokenRequest](),
+	"Token":                reflect.TypeFor[Token](),
+	"TenantQuota":          reflect.TypeFor[TenantQuota](),
+	"TenantPolicy":         reflect.TypeFor[TenantPolicy](),
+	"Tenant":               reflect.TypeFor[Tenant](),
+	"TenantList":           reflect.TypeFor[TenantList](),
+	"AuditRecord":          reflect.TypeFor[AuditRecord](),
+	"AuditList":            reflect.TypeFor[AuditList](),
 }
 
 // schemasWithoutGoType are schemas that no type of types.go mirrors.

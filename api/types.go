@@ -372,7 +372,6 @@ type TenantList struct {
 // or environment values.
 type AuditRecord struct {
 	Time       time.Time `json:"time"`
-	RequestID  string    `json:"request_id,omitempty"`
 	Tenant     string    `json:"tenant,omitempty"`
 	KeyID      string    `json:"key_id,omitempty"`
 	Subject    string    `json:"subject,omitempty"`

@@ -19,7 +19,6 @@ import (
 // Record is one audited call.
 type Record struct {
 	Time       time.Time `json:"time"`
-	RequestID  string    `json:"request_id,omitempty"`
 	Tenant     string    `json:"tenant,omitempty"`
 	KeyID      string    `json:"key_id,omitempty"`
 	Subject    string    `json:"subject,omitempty"` // a JWT's sub

@@ -48,7 +48,8 @@ type Tenant struct {
 type Quota struct {
 	// MaxSessions is how many sessions the tenant may have at once.
 	MaxSessions int
-	// MaxMemoryMB and MaxCPUs cap one session's limits.
+	// MaxMemoryMB and MaxCPUs cap the sum of the limits of the tenant's
+	// sessions.
 	MaxMemoryMB int64
 	MaxCPUs     float64
 	// MaxLifetime caps a session's lifetime.

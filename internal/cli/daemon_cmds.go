@@ -99,6 +99,12 @@ session; nothing is left on the host.`,
 			if err != nil {
 				return err
 			}
+			if k := d.AdminKey(); k != "" {
+				// Once, on the terminal that started the daemon, never in
+				// the log stream.
+				fmt.Fprintf(cmd.OutOrStdout(), "warren: first start, created an admin key (also in %s, mode 0600):\n\n    %s\n\nSend it as \"Authorization: Bearer <key>\"; the warren CLI on this host reads the file itself.\n\n",
+					filepath.Join(cfg.DataDir, daemon.AdminKeyFile), k)
+			}
 			return d.Serve(ctx)
 		},
 	}
@@ -118,6 +124,24 @@ session; nothing is left on the host.`,
 	f.Int64Var(&cfg.Session.DefaultLimits.DiskMB, "default-disk-mb", cfg.Session.DefaultLimits.DiskMB, "writable-layer limit of a session that asks for none")
 	f.BoolVar(&cfg.AllowNoUserNS, "allow-no-userns", false, "run where user namespaces are unavailable: sandboxed code then runs as an unprivileged host user, not as root in its own namespace")
 	f.BoolVar(&cfg.NoDiskQuota, "no-disk-quota", false, "run without disk limits on sessions' writable layers")
+	a := &cfg.Auth
+	f.BoolVar(&a.Disabled, "no-auth", false, "serve every caller as admin of the tenant \"default\" (loopback only, unless --insecure)")
+	f.BoolVar(&a.Insecure, "insecure", false, "allow --no-auth on a non-loopback address")
+	f.StringVar(&a.JWTSecretFile, "jwt-secret-file", "", "accept HS256 JWTs signed with the secret in this file (env WARREN_JWT_SECRET_FILE)")
+	f.StringVar(&a.JWKSURL, "jwks-url", "", "accept RS256/ES256 JWTs signed by the keys this JWKS URL serves (env WARREN_JWKS_URL)")
+	f.StringVar(&a.JWKSFile, "jwks-file", "", "accept RS256/ES256 JWTs signed by the keys of this JWKS file")
+	f.StringVar(&a.JWTTenantClaim, "jwt-tenant-claim", "tenant", "JWT claim that names the caller's tenant")
+	f.StringVar(&a.JWTAdminClaim, "jwt-admin-claim", "", "boolean JWT claim that makes the caller an admin (none if empty)")
+	f.StringVar(&a.JWTAudience, "jwt-audience", "", "audience a JWT must carry in aud (none checked if empty)")
+	f.StringVar(&a.JWTIssuer, "jwt-issuer", "", "issuer a JWT must carry in iss (none checked if empty)")
+	f.Float64Var(&a.RateLimit, "rate-limit", a.RateLimit, "requests per second one API key may make (0: unlimited)")
+	f.IntVar(&a.RateBurst, "rate-burst", a.RateBurst, "burst of requests one API key may make above --rate-limit")
+	q := &a.TenantDefaults
+	f.IntVar(&q.MaxSessions, "tenant-max-sessions", 0, "sessions one tenant may hold at once, unless its settings say otherwise (0: only --max-sessions)")
+	f.Int64Var(&q.MaxMemoryMB, "tenant-max-memory-mb", 0, "memory limits one tenant's sessions may hold in total (0: no cap)")
+	f.Float64Var(&q.MaxCPUs, "tenant-max-cpus", 0, "CPU limits one tenant's sessions may hold in total (0: no cap)")
+	f.DurationVar(&q.MaxLifetime, "tenant-max-lifetime", 0, "longest a tenant's session may live (0: no cap)")
+	f.DurationVar(&q.MaxExecTimeout, "tenant-max-exec-timeout", 0, "longest timeout a tenant's command may ask for (0: no cap)")
 	return cmd
 }
 

@@ -3,13 +3,16 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/session"
 )
 
@@ -36,6 +39,52 @@ type Config struct {
 	// unlimited and sessions may not ask for limits.disk_mb.
 	NoDiskQuota bool
 	Session     session.Config
+	Auth        Auth
+}
+
+// Auth configures who may call the daemon.
+type Auth struct {
+	// Disabled serves every caller as the admin of the tenant "default".
+	// The daemon refuses it on a non-loopback address unless Insecure.
+	Disabled bool
+	// Insecure allows Disabled on a non-loopback address.
+	Insecure bool
+	// JWTSecretFile holds the HS256 secret (at least 32 bytes) of JWTs the
+	// daemon accepts besides its own API keys.
+	JWTSecretFile string
+	// JWKSURL and JWKSFile name the keys of RS256 and ES256 JWTs.
+	JWKSURL, JWKSFile string
+	// JWTTenantClaim names the claim holding the tenant ("tenant").
+	JWTTenantClaim string
+	// JWTAdminClaim, if set, names a boolean claim that makes the caller
+	// an administrator.
+	JWTAdminClaim string
+	// JWTAudience and JWTIssuer, if set, must match aud and iss.
+	JWTAudience, JWTIssuer string
+	// RateLimit is how many requests per second one API key (or JWT
+	// subject) may make, with bursts of RateBurst; 0 for no limit.
+	RateLimit float64
+	RateBurst int
+	// TenantDefaults applies to every tenant where its own settings leave a
+	// field zero.
+	TenantDefaults auth.Quota
+}
+
+// JWT returns the JWT settings, nil when no JWT is accepted.
+func (a *Auth) JWT() (*auth.JWTConfig, error) {
+	if a.JWTSecretFile == "" && a.JWKSURL == "" && a.JWKSFile == "" {
+		return nil, nil
+	}
+	j := &auth.JWTConfig{JWKSURL: a.JWKSURL, JWKSFile: a.JWKSFile, TenantClaim: a.JWTTenantClaim,
+		AdminClaim: a.JWTAdminClaim, Audience: a.JWTAudience, Issuer: a.JWTIssuer, Leeway: 30 * time.Second}
+	if a.JWTSecretFile != "" {
+		b, err := os.ReadFile(a.JWTSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("JWT secret: %w", err)
+		}
+		j.HS256Secret = bytes.TrimSpace(b)
+	}
+	return j, nil
 }
 
 // Default returns the embedded defaults.
@@ -48,6 +97,7 @@ func Default() Config {
 		LogLevel:      "info",
 		ShutdownGrace: 10 * time.Second,
 		Session:       session.DefaultConfig(),
+		Auth:          Auth{RateLimit: 200, RateBurst: 400},
 	}
 }
 
@@ -67,6 +117,8 @@ func Settings() []Setting {
 		{"WARREN_LOG_FORMAT", "json or text", func(c *Config, v string) error { c.LogFormat = v; return nil }},
 		{"WARREN_LOG_LEVEL", "debug, info, warn or error", func(c *Config, v string) error { c.LogLevel = v; return nil }},
 		{"WARREN_MAX_SESSIONS", "most sessions at once", func(c *Config, v string) error { return setInt(&c.Session.MaxSessions, v) }},
+		{"WARREN_JWT_SECRET_FILE", "file holding the HS256 secret of accepted JWTs", func(c *Config, v string) error { c.Auth.JWTSecretFile = v; return nil }},
+		{"WARREN_JWKS_URL", "URL of the JWKS of accepted RS256/ES256 JWTs", func(c *Config, v string) error { c.Auth.JWKSURL = v; return nil }},
 	}
 }
 
@@ -113,8 +165,34 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("log level %q: use debug, info, warn or error", c.LogLevel)
 	}
+	if err := c.checkExposure(); err != nil {
+		return err
+	}
+	if c.Auth.RateLimit < 0 || c.Auth.RateBurst < 0 {
+		return fmt.Errorf("rate limit and burst must not be negative")
+	}
+	if c.Auth.RateLimit > 0 && c.Auth.RateBurst < 1 {
+		return fmt.Errorf("a rate limit needs a burst of at least 1")
+	}
 	if c.Session.MaxSessions < 1 {
 		return fmt.Errorf("max sessions must be at least 1")
 	}
 	return nil
+}
+
+// checkExposure refuses to serve without authentication anywhere but on
+// loopback, unless told to with Insecure.
+func (c *Config) checkExposure() error {
+	if !c.Auth.Disabled || c.Auth.Insecure {
+		return nil
+	}
+	host, _, _ := net.SplitHostPort(c.Listen)
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("refusing to serve %s without authentication: anyone who reaches it would own every session; "+
+		"listen on 127.0.0.1, enable authentication, or pass --insecure if something else guards the port", c.Listen)
 }

@@ -57,3 +57,33 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestExposure: without authentication the daemon serves loopback only,
+// unless told otherwise.
+func TestExposure(t *testing.T) {
+	for _, tc := range []struct {
+		listen             string
+		disabled, insecure bool
+		ok                 bool
+	}{
+		{"0.0.0.0:7433", false, false, true},
+		{"127.0.0.1:7433", true, false, true},
+		{"[::1]:7433", true, false, true},
+		{"localhost:7433", true, false, true},
+		{"0.0.0.0:7433", true, false, false},
+		{":7433", true, false, false},
+		{"[::]:7433", true, false, false},
+		{"10.1.2.3:7433", true, false, false},
+		{"0.0.0.0:7433", true, true, true},
+	} {
+		c := Default()
+		c.Listen, c.Auth.Disabled, c.Auth.Insecure = tc.listen, tc.disabled, tc.insecure
+		err := c.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("listen %s, auth off %v, insecure %v: Validate() = %v, want ok %v", tc.listen, tc.disabled, tc.insecure, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--insecure") {
+			t.Errorf("the refusal does not say how to override: %v", err)
+		}
+	}
+}

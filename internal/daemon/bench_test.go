@@ -171,7 +171,7 @@ func BenchmarkStreamFirstByte(b *testing.B) {
 		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"command":"echo hi; sleep 0.01"}`))
 		req.Header.Set("Accept", "text/event-stream")
 		t0 := time.Now()
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := h.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -206,7 +206,7 @@ func BenchmarkStreamCat100MiB(b *testing.B) {
 	for b.Loop() {
 		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 		req.Header.Set("Accept", "text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := h.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/internal/audit"
+	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/httpapi"
@@ -40,8 +42,11 @@ type Daemon struct {
 	layers  *quota.Layers
 	manager *session.Manager
 	api     *httpapi.Server
+	audit   *audit.Log
 	ln      net.Listener
 	srv     *http.Server
+	// adminKey is the admin key this start created, "" if keys existed.
+	adminKey string
 }
 
 // New prepares a daemon: it takes the data directory, opens the store and
@@ -108,15 +113,48 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 		return nil, err
 	}
 	d.manager = session.NewManager(cfg.Session, d.store, rt, d.images, log)
+	tenants := newTenantLimits(d.store, cfg.Auth.TenantDefaults)
+	d.manager.SetTenants(tenants)
 	if err := d.manager.Recover(ctx); err != nil {
 		return nil, err
 	}
+	var authn *auth.Authenticator
+	if cfg.Auth.Disabled {
+		log.Warn("authentication is off: every caller is the admin of tenant " + httpapi.DefaultTenant)
+	} else {
+		jwt, err := cfg.Auth.JWT()
+		if err != nil {
+			d.manager.Close(ctx)
+			return nil, err
+		}
+		if authn, err = auth.New(auth.Config{Keys: d.store, JWT: jwt}); err != nil {
+			d.manager.Close(ctx)
+			return nil, err
+		}
+		if d.adminKey, err = bootstrapAdminKey(ctx, d.store, cfg.DataDir); err != nil {
+			d.manager.Close(ctx)
+			return nil, err
+		}
+		if d.adminKey != "" {
+			log.Info("created the first admin key", "file", filepath.Join(cfg.DataDir, AdminKeyFile), "tenant", BootstrapTenant)
+		}
+	}
+	if d.audit, err = audit.Open(filepath.Join(cfg.DataDir, "audit.log")); err != nil {
+		d.manager.Close(ctx)
+		return nil, err
+	}
 	d.api = httpapi.New(httpapi.Config{
-		Manager:    d.manager,
-		Images:     d.images,
-		Log:        log,
-		Version:    Version,
-		CgroupMode: fmt.Sprintf("v%d", d.cgroups.Version()),
+		Manager:       d.manager,
+		Images:        d.images,
+		Log:           log,
+		Version:       Version,
+		CgroupMode:    fmt.Sprintf("v%d", d.cgroups.Version()),
+		Auth:          authn,
+		Tenants:       d.store,
+		TenantChanged: tenants.forget,
+		Audit:         d.audit,
+		RateLimit:     cfg.Auth.RateLimit,
+		RateBurst:     cfg.Auth.RateBurst,
 	})
 	d.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -138,6 +176,10 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// AdminKey is the admin key this start created because the store had none
+// ("" otherwise). It is also in the data directory's AdminKeyFile.
+func (d *Daemon) AdminKey() string { return d.adminKey }
 
 // Addr is the address the API listens on.
 func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
@@ -194,6 +236,10 @@ func (d *Daemon) Shutdown() error {
 }
 
 func (d *Daemon) release() {
+	if d.audit != nil {
+		d.audit.Close()
+		d.audit = nil
+	}
 	if d.store != nil {
 		d.store.Close()
 		d.store = nil

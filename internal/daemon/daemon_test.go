@@ -70,7 +70,7 @@ func TestQuickStart(t *testing.T) {
 func raw(t *testing.T, h *daemontest.Harness, method, path, body string) (int, http.Header, api.Error, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, h.URL+path, strings.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -28,12 +28,12 @@ type sseEvent struct {
 }
 
 // readSSE posts or gets url and returns the events as they arrive on ch.
-func streamSSE(t *testing.T, ctx context.Context, method, url, body string) (<-chan sseEvent, *http.Response) {
+func streamSSE(t *testing.T, h *daemontest.Harness, ctx context.Context, method, url, body string) (<-chan sseEvent, *http.Response) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	req.Header.Set("Accept", "text/event-stream")
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
@@ -87,7 +87,7 @@ func TestStreamingExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := `{"command":"echo one; sleep 0.6; echo two >&2; printf '\\303'; sleep 0.2; printf '\\251\\n'; (exit 3)"}`
-	events, resp := streamSSE(t, bg, "POST", h.URL+"/v1/sessions/s/exec", body)
+	events, resp := streamSSE(t, h, bg, "POST", h.URL+"/v1/sessions/s/exec", body)
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type = %q", ct)
 	}
@@ -160,7 +160,7 @@ func collect(t *testing.T, h *daemontest.Harness, sid, pid string, offset int64,
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
 	url := fmt.Sprintf("%s/v1/sessions/%s/processes/%s/output?offset=%d&follow=%v", h.URL, sid, pid, offset, follow)
-	events, _ := streamSSE(t, ctx, "GET", url, "")
+	events, _ := streamSSE(t, h, ctx, "GET", url, "")
 	expect := offset
 	for ev := range events {
 		switch ev.name {
@@ -234,7 +234,7 @@ func TestProcesses(t *testing.T) {
 	// Raw mode from an offset.
 	req, _ := http.NewRequest("GET", h.URL+"/v1/sessions/s/processes/"+p.ID+"/output?offset=10", nil)
 	req.Header.Set("Accept", "application/octet-stream")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestProcessOutputBounded(t *testing.T) {
 	before := rss(t)
 	y := startProc(t, h, "s", api.StartProcessRequest{Command: "yes"})
 	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
-	events, _ := streamSSE(t, ctx, "GET", h.URL+"/v1/sessions/s/processes/"+y.ID+"/output?follow=true", "")
+	events, _ := streamSSE(t, h, ctx, "GET", h.URL+"/v1/sessions/s/processes/"+y.ID+"/output?follow=true", "")
 	for range events {
 		time.Sleep(20 * time.Millisecond) // a reader much slower than yes
 	}
@@ -373,7 +373,7 @@ func TestShellWebSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
 	wsURL := "ws" + strings.TrimPrefix(h.URL, "http") + "/v1/sessions/s/shell?cols=100&rows=30"
-	c, _, err := websocket.Dial(ctx, wsURL, nil)
+	c, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: h.Header()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestShellWebSocket(t *testing.T) {
 	// A dropped connection leaves the shell running; a new one attaches to
 	// it with its state and recent screen.
 	c.Close(websocket.StatusNormalClosure, "")
-	c2, _, err := websocket.Dial(ctx, wsURL+"&process="+hello.ID, nil)
+	c2, _, err := websocket.Dial(ctx, wsURL+"&process="+hello.ID, &websocket.DialOptions{HTTPHeader: h.Header()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestShellWebSocket(t *testing.T) {
 	// upgrade, and so is a request that is no upgrade at all (which must not
 	// leave a shell behind).
 	p := startProc(t, h, "s", api.StartProcessRequest{Command: "sleep 5"})
-	if _, _, err := websocket.Dial(ctx, wsURL+"&process="+p.ID, nil); err == nil {
+	if _, _, err := websocket.Dial(ctx, wsURL+"&process="+p.ID, &websocket.DialOptions{HTTPHeader: h.Header()}); err == nil {
 		t.Errorf("attach to a non-terminal process succeeded")
 	}
 	before, _ := rawList(t, h, "s")

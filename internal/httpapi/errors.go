@@ -43,6 +43,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	c := errdefs.ClassOf(err)
 	status := statusOf(c)
+	if cl, ok := r.Context().Value(callKey{}).(*call); ok {
+		cl.code = c.String()
+	}
 	msg := err.Error()
 	if c == errdefs.ErrInternal {
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "error", err)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/audit"
+	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/image"
 	"github.com/warrenhq/warren/internal/session"
@@ -42,6 +44,19 @@ type Config struct {
 	MaxJSONBytes int64
 	// MaxImageBytes caps an image upload (default 8 GiB).
 	MaxImageBytes int64
+	// Auth authenticates callers; nil serves everyone as the admin of
+	// DefaultTenant (the daemon allows that on loopback only).
+	Auth *auth.Authenticator
+	// Tenants keeps tenants' settings; TenantChanged, if set, hears of
+	// every change.
+	Tenants       auth.TenantStore
+	TenantChanged func(name string)
+	// Audit, if set, records every mutating call.
+	Audit *audit.Log
+	// RateLimit is each caller's requests per second, in bursts of
+	// RateBurst; 0 for no limit.
+	RateLimit float64
+	RateBurst int
 }
 
 // Server is the REST API.
@@ -51,6 +66,7 @@ type Server struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	routes []route
+	limits *limiters
 }
 
 type route struct {
@@ -58,7 +74,7 @@ type route struct {
 	h               http.HandlerFunc
 }
 
-// DefaultTenant owns every session until authentication names tenants.
+// DefaultTenant is the tenant of every caller when authentication is off.
 const DefaultTenant = "default"
 
 // New returns the API server.
@@ -72,7 +88,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxImageBytes == 0 {
 		cfg.MaxImageBytes = 8 << 30
 	}
-	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Log, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Log, mux: http.NewServeMux(), limits: newLimiters(cfg.RateLimit, cfg.RateBurst)}
 	s.routes = []route{
 		{"POST", "/v1/sessions", s.createSession},
 		{"GET", "/v1/sessions", s.listSessions},
@@ -100,6 +116,15 @@ func New(cfg Config) *Server {
 		{"GET", "/v1/images", s.listImages},
 		{"POST", "/v1/images", s.importImage},
 		{"GET", "/v1/stats", s.stats},
+		{"POST", "/v1/keys", s.createKey},
+		{"GET", "/v1/keys", s.listKeys},
+		{"DELETE", "/v1/keys/{key_id}", s.revokeKey},
+		{"POST", "/v1/tokens", s.createToken},
+		{"GET", "/v1/tenants", s.listTenants},
+		{"GET", "/v1/tenants/{name}", s.getTenant},
+		{"PUT", "/v1/tenants/{name}", s.putTenant},
+		{"DELETE", "/v1/tenants/{name}", s.deleteTenant},
+		{"GET", "/v1/audit", s.queryAudit},
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.readyz},
 		{"GET", "/openapi.yaml", s.openapiYAML},
@@ -121,8 +146,10 @@ func (s *Server) Routes() []string {
 	return out
 }
 
-// Handler is the API with its middleware: panics become 500 envelopes, and
-// unknown paths and wrong methods get the envelope too.
+// Handler is the API with its middleware: panics become 500 envelopes,
+// unknown paths and wrong methods get the envelope too, and every route but
+// the probes and the API description authenticates its caller, applies the
+// caller's rate limit and records mutating calls in the audit log.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -134,11 +161,15 @@ func (s *Server) Handler() http.Handler {
 				s.writeError(w, r, errdefs.New(errdefs.ErrInternal, "internal error"))
 			}
 		}()
-		if _, pattern := s.mux.Handler(r); pattern == "" {
+		_, pattern := s.mux.Handler(r)
+		switch {
+		case pattern == "":
 			s.noRoute(w, r)
-			return
+		case publicRoutes[pattern]:
+			s.mux.ServeHTTP(w, r)
+		default:
+			s.serveAuthenticated(w, r, pattern)
 		}
-		s.mux.ServeHTTP(w, r)
 	})
 }
 
@@ -161,8 +192,6 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 }
-
-func tenant(r *http.Request) string { return DefaultTenant }
 
 func toLimits(l *api.Limits) session.Limits {
 	if l == nil {
@@ -201,6 +230,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	c := callOf(r)
+	c.session = req.ID
 	sess, created, err := s.m.Create(r.Context(), tenant(r), &session.CreateRequest{
 		ID:          req.ID,
 		Image:       req.Image,
@@ -217,6 +248,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	c.session = sess.ID
 	status := http.StatusCreated
 	if !created {
 		status = http.StatusOK
@@ -228,11 +260,33 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, toAPISession(info))
 }
 
+// listSessions lists the caller's sessions; ?all=true lists every
+// tenant's, for an admin.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	infos := s.m.List(r.Context(), tenant(r))
+	tn := tenant(r)
+	all := false
+	if v := r.URL.Query().Get("all"); v != "" {
+		var err error
+		if all, err = strconv.ParseBool(v); err != nil {
+			s.writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "all=%q: want true or false", v))
+			return
+		}
+	}
+	if all {
+		if err := requireAdmin(r, "listing every tenant's sessions"); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		tn = ""
+	}
+	infos := s.m.List(r.Context(), tn)
 	out := api.SessionList{Sessions: make([]api.Session, 0, len(infos))}
 	for _, in := range infos {
-		out.Sessions = append(out.Sessions, toAPISession(in))
+		as := toAPISession(in)
+		if all {
+			as.Tenant = in.Tenant
+		}
+		out.Sessions = append(out.Sessions, as)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

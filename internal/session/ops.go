@@ -102,7 +102,7 @@ func (m *Manager) Exec(ctx context.Context, tenant, id string, req *ExecRequest,
 		case req.Timeout == 0 && areq.Timeout > tl.MaxExecTimeout:
 			areq.Timeout = tl.MaxExecTimeout
 		case areq.Timeout > tl.MaxExecTimeout:
-			return nil, quotaErr(tenant, "max_exec_timeout", "commands may run %v, not %v", tl.MaxExecTimeout, areq.Timeout)
+			return nil, quotaErr(tenant, "max_exec_timeout_seconds", "commands may run %v, not %v", tl.MaxExecTimeout, areq.Timeout)
 		}
 	}
 	e, done, err := m.use(ctx, tenant, id)

@@ -49,7 +49,7 @@ func quotaErr(tenant, quota string, format string, args ...any) error {
 // Preconditions: m.mu is held, so concurrent creates cannot both pass.
 func (m *Manager) checkQuotaLocked(tl TenantLimits, rec *Session) error {
 	if tl.MaxLifetime > 0 && rec.MaxLifetime > tl.MaxLifetime {
-		return quotaErr(rec.Tenant, "max_lifetime", "sessions may live %v, not %v", tl.MaxLifetime, rec.MaxLifetime)
+		return quotaErr(rec.Tenant, "max_lifetime_seconds", "sessions may live %v, not %v", tl.MaxLifetime, rec.MaxLifetime)
 	}
 	if tl.MaxSessions == 0 && tl.MaxMemoryMB == 0 && tl.MaxCPUs == 0 {
 		return nil

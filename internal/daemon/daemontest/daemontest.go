@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -25,12 +26,38 @@ var serial atomic.Int64
 
 // Harness is a daemon under test.
 type Harness struct {
-	Client  *client.Client
-	Daemon  *daemon.Daemon
+	// Client calls the daemon with AdminKey.
+	Client *client.Client
+	// AdminKey is the daemon's first admin key ("" with auth off).
+	AdminKey string
+	Daemon   *daemon.Daemon
 	URL     string
 	DataDir string
 	Config  config.Config
 	stop    func()
+}
+
+// Authorize adds the admin key to req.
+func (h *Harness) Authorize(req *http.Request) *http.Request {
+	if h.AdminKey != "" {
+		req.Header.Set("Authorization", "Bearer "+h.AdminKey)
+	}
+	return req
+}
+
+// Do sends req with the admin key.
+func (h *Harness) Do(req *http.Request) (*http.Response, error) {
+	return http.DefaultClient.Do(h.Authorize(req))
+}
+
+// Header is the header that authenticates as the admin (for WebSocket
+// dials).
+func (h *Harness) Header() http.Header {
+	hd := http.Header{}
+	if h.AdminKey != "" {
+		hd.Set("Authorization", "Bearer "+h.AdminKey)
+	}
+	return hd
 }
 
 // Stop shuts the daemon down now (it also happens at cleanup).
@@ -78,5 +105,6 @@ func Start(t testing.TB, mutate func(*config.Config)) *Harness {
 	}
 	t.Cleanup(stop)
 	url := "http://" + d.Addr().String()
-	return &Harness{Client: client.New(url), Daemon: d, URL: url, DataDir: cfg.DataDir, Config: cfg, stop: stop}
+	return &Harness{Client: client.New(url, client.WithToken(d.AdminKey())), AdminKey: d.AdminKey(), Daemon: d, URL: url,
+		DataDir: cfg.DataDir, Config: cfg, stop: stop}
 }
