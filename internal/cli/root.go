@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/daemon"
 )
 
 // DefaultAddr is the daemon's address when neither --addr nor WARREN_ADDR
@@ -24,21 +29,25 @@ const DefaultAddr = "http://127.0.0.1:7433"
 // exit code.
 func Main(args []string) int {
 	return run(context.Background(), args, &app{
-		stdin:  os.Stdin,
-		stdout: os.Stdout,
-		stderr: os.Stderr,
-		getenv: os.Getenv,
-		now:    time.Now,
+		stdin:    os.Stdin,
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+		getenv:   os.Getenv,
+		readFile: os.ReadFile,
+		now:      time.Now,
 	})
 }
 
-// app is what the client commands share: the process's streams and
-// environment (replaced in tests) and the persistent flags.
+// app is what the client commands share: the process's streams,
+// environment and files (replaced in tests) and the persistent flags.
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
-	now            func() time.Time
+	// readFile reads the local admin key (localAdminKey); nil reads
+	// nothing.
+	readFile func(string) ([]byte, error)
+	now      func() time.Time
 
 	addr, token string // --addr and --token
 }
@@ -95,7 +104,7 @@ func newRootCommand(a *app) *cobra.Command {
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.addr, "addr", "", "daemon address (env WARREN_ADDR, default "+DefaultAddr+")")
-	pf.StringVar(&a.token, "token", "", "API key sent as a bearer token (env WARREN_TOKEN)")
+	pf.StringVar(&a.token, "token", "", "API key sent as a bearer token (env WARREN_TOKEN; default for a local daemon: <data dir>/"+daemon.AdminKeyFile+")")
 
 	addDaemonCommands(root)
 	root.AddCommand(
@@ -109,6 +118,10 @@ func newRootCommand(a *app) *cobra.Command {
 		newKillCommand(a),
 		newCpCommand(a),
 		newImageCommand(a),
+		newKeysCommand(a),
+		newTokenCommand(a),
+		newTenantsCommand(a),
+		newAuditCommand(a),
 	)
 	return root
 }
@@ -129,11 +142,48 @@ func (a *app) client() *client.Client {
 	if token == "" {
 		token = a.getenv("WARREN_TOKEN")
 	}
+	if token == "" && isLoopback(addr) {
+		token = a.localAdminKey()
+	}
 	opts := []client.Option{client.WithUserAgent("warren-cli")}
 	if token != "" {
 		opts = append(opts, client.WithToken(token))
 	}
 	return client.New(addr, opts...)
+}
+
+// localAdminKey returns the admin key that the local daemon wrote to
+// daemon.AdminKeyFile in its data directory on its first start, or ""
+// when it cannot be read: the call then goes without a token, and the
+// daemon says what is missing.
+func (a *app) localAdminKey() string {
+	if a.readFile == nil {
+		return ""
+	}
+	dir := a.getenv("WARREN_DATA_DIR")
+	if dir == "" {
+		dir = config.DefaultDataDir
+	}
+	b, err := a.readFile(filepath.Join(dir, daemon.AdminKeyFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// isLoopback reports whether the daemon at addr (a URL) is on this host:
+// localhost, 127.0.0.0/8 or ::1. Only then may the local admin key be sent.
+func isLoopback(addr string) bool {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // warn prints a note for the user to stderr.

@@ -108,14 +108,19 @@ session.`,
 }
 
 func newSessionListCommand(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, all bool
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List sessions",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sessions, err := a.client().ListSessions(cmd.Context())
+			c := a.client()
+			list := c.ListSessions
+			if all {
+				list = c.ListAllSessions
+			}
+			sessions, err := list(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("list sessions: %w", err)
 			}
@@ -127,8 +132,14 @@ func newSessionListCommand(a *app) *cobra.Command {
 			}
 			now := a.now()
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			if all {
+				fmt.Fprint(tw, "TENANT\t")
+			}
 			fmt.Fprintln(tw, "ID\tIMAGE\tSTATE\tCREATED\tEXPIRES\tMEMORY")
 			for _, s := range sessions {
+				if all {
+					fmt.Fprintf(tw, "%s\t", orDash(s.Tenant))
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n",
 					s.ID, orDash(s.Image), s.State, age(now, s.CreatedAt), until(now, s.ExpiresAt), memory(&s))
 			}
@@ -136,6 +147,7 @@ func newSessionListCommand(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the sessions as a JSON array")
+	cmd.Flags().BoolVar(&all, "all", false, "list the sessions of every tenant, with a TENANT column (admin)")
 	return cmd
 }
 

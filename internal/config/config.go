@@ -5,8 +5,8 @@ package config
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"

@@ -31,10 +31,10 @@ type Harness struct {
 	// AdminKey is the daemon's first admin key ("" with auth off).
 	AdminKey string
 	Daemon   *daemon.Daemon
-	URL     string
-	DataDir string
-	Config  config.Config
-	stop    func()
+	URL      string
+	DataDir  string
+	Config   config.Config
+	stop     func()
 }
 
 // Authorize adds the admin key to req.
