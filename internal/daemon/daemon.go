@@ -188,7 +188,7 @@ func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
 func (d *Daemon) Manager() *session.Manager { return d.manager }
 
 // Handler returns the API handler.
-func (d *Daemon) Handler() http.Handler { return d.api.Handler() }
+func (d *Daemon) Handler() http.Handler { return d.handler() }
 
 // API returns the API server.
 func (d *Daemon) API() *httpapi.Server { return d.api }
@@ -198,7 +198,7 @@ func (d *Daemon) API() *httpapi.Server { return d.api }
 // every session and releases the data directory.
 func (d *Daemon) Serve(ctx context.Context) error {
 	d.srv = &http.Server{
-		Handler:           d.api.Handler(),
+		Handler:           d.handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),

@@ -64,30 +64,70 @@ func audited(method, pattern string) bool {
 	return method != http.MethodGet && method != http.MethodHead || pattern == "GET /v1/sessions/{id}/shell"
 }
 
-// serveAuthenticated authenticates r, applies the caller's rate limit,
-// serves it and records it in the audit log.
-func (s *Server) serveAuthenticated(w http.ResponseWriter, r *http.Request, pattern string) {
-	start := time.Now()
+// Admit authenticates r and applies its caller's rate limit. The context
+// it returns carries the caller (IdentityOf) for the session manager calls
+// that follow. Other transports (gRPC, MCP) call it first and map its
+// errdefs-classified errors (unauthenticated; resource_exhausted with a
+// retry delay) to their own codes.
+func (s *Server) Admit(r *http.Request) (context.Context, error) {
 	c := &call{id: noAuthIdentity}
+	ctx := context.WithValue(r.Context(), callKey{}, c)
 	if s.cfg.Auth != nil {
 		id, err := s.cfg.Auth.Authenticate(r.Context(), r)
 		if err != nil {
-			if errdefs.Is(err, errdefs.ErrUnauthenticated) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
-			}
 			c.id = &auth.Identity{}
-			r = r.WithContext(context.WithValue(r.Context(), callKey{}, c))
-			s.writeError(w, r, err)
-			if audited(r.Method, pattern) {
-				s.audit(r, pattern, c, statusOf(errdefs.ClassOf(err)), start)
-			}
-			return
+			return ctx, err
 		}
 		c.id = id
 	}
-	r = r.WithContext(context.WithValue(r.Context(), callKey{}, c))
-	if err := s.limits.allow(c.id); err != nil {
+	return ctx, s.limits.allow(c.id)
+}
+
+// IdentityOf is the caller Admit found; nil for a context Admit did not
+// make.
+func IdentityOf(ctx context.Context) *auth.Identity {
+	if c, ok := ctx.Value(callKey{}).(*call); ok {
+		return c.id
+	}
+	return nil
+}
+
+// Record writes the audit record of a mutating call made over another
+// transport: op names it ("grpc CreateSession", "mcp exec"), err is its
+// outcome. Like every audit record it never holds contents or secrets.
+func (s *Server) Record(ctx context.Context, op, session, target string, err error, start time.Time) {
+	if s.cfg.Audit == nil {
+		return
+	}
+	id := IdentityOf(ctx)
+	if id == nil {
+		id = &auth.Identity{}
+	}
+	rec := audit.Record{Time: start, Tenant: id.Tenant, KeyID: id.KeyID, Subject: id.Subject, Session: session,
+		Op: op, Target: target, Status: http.StatusOK, Outcome: "ok", DurationMs: float64(time.Since(start).Microseconds()) / 1000}
+	if err != nil {
+		c := errdefs.ClassOf(err)
+		rec.Status, rec.Outcome = statusOf(c), c.String()
+	}
+	if err := s.cfg.Audit.Record(rec); err != nil {
+		s.log.Error("audit record lost", "op", op, "error", err)
+	}
+}
+
+// serveAuthenticated admits r, serves it and records it in the audit log.
+func (s *Server) serveAuthenticated(w http.ResponseWriter, r *http.Request, pattern string) {
+	start := time.Now()
+	ctx, err := s.Admit(r)
+	r = r.WithContext(ctx)
+	c := callOf(r)
+	if err != nil {
+		if errdefs.Is(err, errdefs.ErrUnauthenticated) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
+		}
 		s.writeError(w, r, err)
+		if errdefs.Is(err, errdefs.ErrUnauthenticated) && audited(r.Method, pattern) {
+			s.audit(r, pattern, c, statusOf(errdefs.ClassOf(err)), start)
+		}
 		return
 	}
 	if !audited(r.Method, pattern) || s.cfg.Audit == nil {
