@@ -125,6 +125,7 @@ session; nothing is left on the host.`,
 	f.Int64Var(&cfg.Session.DefaultLimits.DiskMB, "default-disk-mb", cfg.Session.DefaultLimits.DiskMB, "writable-layer limit of a session that asks for none")
 	f.BoolVar(&cfg.AllowNoUserNS, "allow-no-userns", false, "run where user namespaces are unavailable: sandboxed code then runs as an unprivileged host user, not as root in its own namespace")
 	f.BoolVar(&cfg.NoDiskQuota, "no-disk-quota", false, "run without disk limits on sessions' writable layers")
+	f.StringVar(&cfg.Shutdown, "shutdown", cfg.Shutdown, "what stopping does to running sessions: keep (the next start adopts them) or destroy")
 	a := &cfg.Auth
 	f.BoolVar(&a.Disabled, "no-auth", false, "serve every caller as admin of the tenant \"default\" (loopback only, unless --insecure)")
 	f.BoolVar(&a.Insecure, "insecure", false, "allow --no-auth on a non-loopback address")

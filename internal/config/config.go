@@ -38,8 +38,12 @@ type Config struct {
 	// NoDiskQuota runs without a layer store: writable layers are then
 	// unlimited and sessions may not ask for limits.disk_mb.
 	NoDiskQuota bool
-	Session     session.Config
-	Auth        Auth
+	// Shutdown is what a stop does to running sessions: ShutdownKeep
+	// leaves them running for the next daemon to adopt, ShutdownDestroy
+	// deletes them.
+	Shutdown string
+	Session  session.Config
+	Auth     Auth
 }
 
 // Auth configures who may call the daemon.
@@ -87,6 +91,12 @@ func (a *Auth) JWT() (*auth.JWTConfig, error) {
 	return j, nil
 }
 
+// The values of Config.Shutdown.
+const (
+	ShutdownKeep    = "keep"
+	ShutdownDestroy = "destroy"
+)
+
 // Default returns the embedded defaults.
 func Default() Config {
 	return Config{
@@ -96,6 +106,7 @@ func Default() Config {
 		LogFormat:     "json",
 		LogLevel:      "info",
 		ShutdownGrace: 10 * time.Second,
+		Shutdown:      ShutdownKeep,
 		Session:       session.DefaultConfig(),
 		Auth:          Auth{RateLimit: 200, RateBurst: 400},
 	}
@@ -164,6 +175,9 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("log level %q: use debug, info, warn or error", c.LogLevel)
+	}
+	if c.Shutdown != ShutdownKeep && c.Shutdown != ShutdownDestroy {
+		return fmt.Errorf("shutdown %q: use keep or destroy", c.Shutdown)
 	}
 	if err := c.checkExposure(); err != nil {
 		return err

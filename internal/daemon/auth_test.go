@@ -564,7 +564,7 @@ func TestAdminKeyOnce(t *testing.T) {
 	h := daemontest.Start(t, nil)
 	h.Stop()
 	h2 := daemontest.Start(t, func(c *config.Config) { c.DataDir = h.DataDir })
-	if h2.AdminKey != "" {
+	if h2.Daemon.AdminKey() != "" {
 		t.Errorf("the second start made another admin key")
 	}
 	if r := as(t, h2, bearer(h.AdminKey), "GET", "/v1/sessions", ""); r.status != http.StatusOK {

@@ -45,6 +45,8 @@ type Daemon struct {
 	audit   *audit.Log
 	ln      net.Listener
 	srv     *http.Server
+	// keep: the daemon stopped and left its sessions running.
+	keep bool
 	// adminKey is the admin key this start created, "" if keys existed.
 	adminKey string
 }
@@ -197,8 +199,14 @@ func (d *Daemon) API() *httpapi.Server { return d.api }
 // accepting, lets in-flight requests finish for the grace period, deletes
 // every session and releases the data directory.
 func (d *Daemon) Serve(ctx context.Context) error {
+	// One port for every transport: HTTP/1.1, and HTTP/2 in cleartext
+	// (h2c) for gRPC.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	d.srv = &http.Server{
 		Handler:           d.handler(),
+		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
@@ -225,8 +233,15 @@ func (d *Daemon) Shutdown() error {
 		d.ln.Close()
 	}
 	// Sessions go before the remaining connections: a command still
-	// running is cut off by its sandbox's end.
-	err := d.manager.Close(context.Background())
+	// running is cut off by its sandbox's end, or by the agent's
+	// connection closing when sessions are kept.
+	var err error
+	if d.cfg.Shutdown == config.ShutdownKeep {
+		err = d.manager.Detach(context.Background())
+		d.keep = true
+	} else {
+		err = d.manager.Close(context.Background())
+	}
 	if d.srv != nil {
 		d.srv.Close()
 	}
@@ -244,13 +259,20 @@ func (d *Daemon) release() {
 		d.store.Close()
 		d.store = nil
 	}
+	if d.layers != nil && d.keep {
+		// Kept sandboxes write to their layers: they stay mounted.
+		if err := d.layers.Release(); err != nil {
+			d.log.Error("release the layer store", "error", err)
+		}
+		d.layers = nil
+	}
 	if d.layers != nil {
 		if err := d.layers.Close(); err != nil {
 			d.log.Error("close the layer store", "error", err)
 		}
 		d.layers = nil
 	}
-	if d.cgroups != nil {
+	if d.cgroups != nil && !d.keep {
 		d.cgroups.Teardown()
 	}
 	if d.lock != nil {

@@ -81,6 +81,8 @@ func (f *imageFS) adopt(dir string) error {
 			}
 			continue
 		}
+		// Still mounted: a sandbox that outlived its daemon writes to it.
+		// Remove unmounts it when the session goes.
 		if _, ok, err := loopBackedBy(layer, img); err != nil || ok {
 			continue
 		}

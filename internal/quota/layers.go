@@ -191,6 +191,23 @@ func (l *Layers) Close() error {
 	return err
 }
 
+// Release closes the store but leaves every layer mounted, for sandboxes
+// that outlive the daemon: the next Open finds the mounts and adopts them.
+// (Unmounting a layer that a running sandbox uses, then mounting its image
+// again, would put one ext4 filesystem under two mounts.)
+func (l *Layers) Release() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if f, ok := l.be.(*imageFS); ok {
+		f.mu.Lock()
+		clear(f.owned)
+		f.mu.Unlock()
+	}
+	l.unmounted = true // the shared image, if any, stays mounted too
+	return l.be.close()
+}
+
 // Dir returns the directory that holds the layers, <dataDir>/layers.
 func (l *Layers) Dir() string { return l.dir }
 

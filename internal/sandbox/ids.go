@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/warrenhq/warren/internal/spec"
@@ -49,4 +50,19 @@ func (a *idAllocator) put(r spec.IDRange) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.used, (r.HostID-a.base)/IDsPerSandbox)
+}
+
+// claim marks a block used that a sandbox of an earlier daemon holds.
+func (a *idAllocator) claim(r spec.IDRange) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r.HostID < a.base || (r.HostID-a.base)%IDsPerSandbox != 0 || r.Size != IDsPerSandbox {
+		return fmt.Errorf("id block %d+%d is not one this runtime hands out", r.HostID, r.Size)
+	}
+	i := (r.HostID - a.base) / IDsPerSandbox
+	if a.used[i] {
+		return fmt.Errorf("id block %d is already in use", r.HostID)
+	}
+	a.used[i] = true
+	return nil
 }

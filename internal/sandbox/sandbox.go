@@ -15,7 +15,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -231,6 +233,9 @@ type Sandbox struct {
 
 	pidfd *os.File
 	done  chan struct{} // closed when PID 1 has exited and was reaped
+	// adopted sandboxes were started by an earlier daemon: PID 1 is not
+	// our child, so its end is seen on the pidfd but not reaped here.
+	adopted bool
 
 	mu      sync.Mutex
 	exitErr error
@@ -334,6 +339,9 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 		if err := CheckPath(p); err != nil {
 			return nil, err
 		}
+	}
+	if err := writeIDs(dir, ids); err != nil {
+		return nil, err
 	}
 
 	cg, err := r.cgroups.NewSession(c.Name, c.Limits)
@@ -536,13 +544,27 @@ func (sb *Sandbox) watch(pidfd int) error {
 	}
 	go func() {
 		var ws unix.WaitStatus
-		rc.Read(func(uintptr) bool {
+		var why string
+		err := rc.Read(func(fd uintptr) bool {
+			if sb.adopted {
+				// A pidfd polls readable once the process has exited.
+				n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+				return n > 0 || (err != nil && !errors.Is(err, unix.EINTR))
+			}
 			pid, err := unix.Wait4(sb.pid, &ws, unix.WNOHANG, nil)
 			return pid == sb.pid || (err != nil && !errors.Is(err, unix.EINTR))
 		})
+		switch {
+		case err != nil: // the pidfd was closed: Detach
+			why = "sandbox was detached from this daemon"
+		case sb.adopted:
+			why = "sandbox exited"
+		default:
+			why = fmt.Sprintf("sandbox exited (%s)", describeWait(ws))
+		}
 		sb.mu.Lock()
 		if sb.exitErr == nil {
-			sb.exitErr = fmt.Errorf("sandbox exited (%s)", describeWait(ws))
+			sb.exitErr = errors.New(why)
 		}
 		sb.mu.Unlock()
 		close(sb.done)
@@ -745,6 +767,125 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 		sb.rt.ids.put(sb.ids)
 	}
 	return errors.Join(errs...)
+}
+
+// idsFile, in a sandbox's state directory, records its host id block so a
+// later daemon can adopt it.
+const idsFile = "ids.json"
+
+func writeIDs(dir string, ids spec.IDRange) error {
+	b, _ := json.Marshal(ids)
+	return os.WriteFile(filepath.Join(dir, idsFile), b, 0o600)
+}
+
+// Adopt takes over a sandbox that an earlier daemon started and left
+// running (a restart, or a crash of the daemon): pid is its PID 1 as the
+// store recorded it. It checks that pid is still that sandbox's PID 1,
+// reconnects to its agent and returns it as if Start had made it; its
+// processes, files and shell state are untouched. A sandbox that is gone
+// is ErrNotFound.
+func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox, err error) {
+	if name == "" || filepath.Base(name) != name || name[0] == '.' {
+		return nil, fmt.Errorf("bad sandbox name %q", name)
+	}
+	dir := filepath.Join(r.dir, name)
+	b, err := os.ReadFile(filepath.Join(dir, idsFile))
+	if err != nil {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %s has no state to adopt: %v", name, err)
+	}
+	var ids spec.IDRange
+	if err := json.Unmarshal(b, &ids); err != nil || ids.Size == 0 {
+		return nil, fmt.Errorf("sandbox %s: bad %s: %q", name, idsFile, b)
+	}
+	if pid <= 1 {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %s has no recorded PID 1", name)
+	}
+	// The pidfd first, then the check: if pid was reused in between, the
+	// pidfd names the process that was checked.
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, errdefs.New(errdefs.ErrNotFound, "sandbox %s: PID 1 (%d) is gone: %v", name, pid, err)
+	}
+	if err := checkInCgroup(pid, name); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := r.ids.claim(ids); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	sb = &Sandbox{name: name, dir: dir, cg: r.cgroups.OpenSession(name), pid: pid, done: make(chan struct{}),
+		ids: ids, rt: r, adopted: parentOf(pid) != os.Getpid()}
+	if err := sb.watch(fd); err != nil {
+		r.ids.put(ids)
+		return nil, err
+	}
+	if n, err := sb.cg.OOMKills(); err == nil {
+		sb.oomSeen = n // only kills from now on are news
+	}
+	if err := sb.connect(ctx); err != nil {
+		sb.pidfd.Close()
+		r.ids.put(ids)
+		return nil, err
+	}
+	return sb, nil
+}
+
+// checkInCgroup makes sure pid is a process of the sandbox name: it sits in
+// the sandbox's cgroup, where no other sandbox's process can be.
+func checkInCgroup(pid int, name string) error {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return errdefs.New(errdefs.ErrNotFound, "sandbox %s: PID 1 (%d) is gone: %v", name, pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// hierarchy-id:controllers:path
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[2], "/"), name) {
+			return nil
+		}
+	}
+	return errdefs.New(errdefs.ErrNotFound, "sandbox %s: pid %d is another process now", name, pid)
+}
+
+// parentOf returns pid's parent, or -1. A sandbox is our child when this
+// process started it and detached it (a daemon restarted in-process): then
+// it is still ours to reap.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return -1
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return ppid
+}
+
+// Detach lets go of a sandbox without stopping it, for a daemon that stops
+// and leaves its sessions running: the next daemon adopts them.
+func (sb *Sandbox) Detach() {
+	sb.mu.Lock()
+	if sb.exitErr == nil {
+		sb.exitErr = errors.New("sandbox was detached from this daemon")
+	}
+	sb.mu.Unlock()
+	if sb.conn != nil {
+		sb.conn.Close()
+	}
+	if sb.pidfd != nil {
+		sb.pidfd.Close()
+	}
 }
 
 // Remove deletes what a sandbox named name left on the host (its cgroup and

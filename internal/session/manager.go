@@ -154,6 +154,7 @@ type entry struct {
 
 	inflight atomic.Int64 // calls in progress; the reaper leaves such sessions alone
 	lastUsed atomic.Int64 // unix nanoseconds
+	flushed  atomic.Int64 // the lastUsed the store has
 }
 
 // NewManager returns a manager. Call Recover before serving and Close at the
@@ -169,21 +170,47 @@ func NewManager(cfg Config, store Store, rt *sandbox.Runtime, images Images, log
 // Config returns the manager's effective configuration.
 func (m *Manager) Config() Config { return m.cfg }
 
-// Recover makes the host agree with the store before serving: sandboxes of a
-// previous daemon run cannot be re-adopted yet, so every session the store
-// lists, and every sandbox directory or cgroup left on the host, is removed.
-// Then the reaper starts.
+// Recover makes the host agree with the store before serving. Sessions an
+// earlier daemon left running are adopted: their sandboxes, processes,
+// files and shell state carry on. A running session whose sandbox is gone
+// is kept as failed, with the reason, until it is deleted or expires.
+// Sessions caught half-way through creation or deletion, and every sandbox
+// leftover no session owns, are removed.
 func (m *Manager) Recover(ctx context.Context) error {
 	recs, err := m.store.ListSessions(ctx, "")
 	if err != nil {
 		return fmt.Errorf("list stored sessions: %w", err)
 	}
-	names := map[string]bool{}
+	owned := map[string]bool{}
+	var remove []string
 	for _, r := range recs {
-		names[r.Name] = true
-		m.log.Info("removing session of a previous run", "session_id", r.ID, "tenant", r.Tenant, "sandbox", r.Name)
-		if err := m.store.DeleteSession(ctx, r.Tenant, r.ID); err != nil {
-			return fmt.Errorf("forget session %s: %w", r.ID, err)
+		switch {
+		case r.State == StateRunning && r.Labels[hiddenLabel] == "":
+			owned[r.Name] = true
+			if err := m.adopt(ctx, r); err != nil {
+				r.State, r.Pid = StateFailed, 0
+				r.Reason = "the sandbox did not survive while the daemon was away: " + err.Error()
+				m.log.Warn("session lost", "session_id", r.ID, "tenant", r.Tenant, "sandbox", r.Name, "reason", r.Reason)
+				if err := m.store.UpdateSession(ctx, r); err != nil {
+					return fmt.Errorf("mark session %s failed: %w", r.ID, err)
+				}
+				if err := m.rt.Remove(r.Name); err != nil {
+					m.log.Warn("could not remove the remains of a lost session", "sandbox", r.Name, "error", err)
+				}
+				m.addFailed(r)
+			}
+		case r.State == StateFailed && r.Labels[hiddenLabel] == "":
+			owned[r.Name] = true
+			m.addFailed(r)
+		default:
+			// Creating, deleting, or the sandbox of a one-shot run whose
+			// caller is gone: finish the job.
+			m.log.Info("removing a session the previous daemon left unfinished", "session_id", r.ID, "tenant", r.Tenant,
+				"sandbox", r.Name, "state", r.State)
+			if err := m.store.DeleteSession(ctx, r.Tenant, r.ID); err != nil {
+				return fmt.Errorf("forget session %s: %w", r.ID, err)
+			}
+			remove = append(remove, r.Name)
 		}
 	}
 	left, err := m.rt.Leftovers()
@@ -191,9 +218,12 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return fmt.Errorf("list sandbox leftovers: %w", err)
 	}
 	for _, n := range left {
-		names[n] = true
+		if !owned[n] && !slices.Contains(remove, n) {
+			m.log.Info("removing sandbox leftovers no session owns", "sandbox", n)
+			remove = append(remove, n)
+		}
 	}
-	for n := range names {
+	for _, n := range remove {
 		if n == "" {
 			continue
 		}
@@ -204,6 +234,44 @@ func (m *Manager) Recover(ctx context.Context) error {
 	m.reaperWG.Add(1)
 	go m.reaper()
 	return nil
+}
+
+// adopt takes over the running sandbox of a stored session.
+func (m *Manager) adopt(ctx context.Context, r *Session) error {
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	sb, err := m.rt.Adopt(actx, r.Name, r.Pid)
+	if err != nil {
+		return err
+	}
+	cwd, err := sb.Cwd(actx)
+	if err != nil || cwd == "" {
+		cwd = r.BaseDir
+	}
+	e := &entry{ready: make(chan struct{}), gone: make(chan struct{}), sb: sb, rec: r, cwd: cwd}
+	// The idle clock goes on from the last use the store knows of, which
+	// is at most flushEvery old.
+	e.lastUsed.Store(r.LastUsedAt.UnixNano())
+	e.flushed.Store(r.LastUsedAt.UnixNano())
+	close(e.ready)
+	k := key{r.Tenant, r.ID}
+	m.mu.Lock()
+	m.live[k] = e
+	m.mu.Unlock()
+	go m.watch(k, e)
+	m.log.Info("session adopted", "session_id", r.ID, "tenant", r.Tenant, "sandbox", r.Name, "pid", r.Pid)
+	return nil
+}
+
+// addFailed lists a failed session with no sandbox, so clients learn why
+// and can delete it.
+func (m *Manager) addFailed(r *Session) {
+	e := &entry{ready: make(chan struct{}), gone: make(chan struct{}), rec: r, cwd: r.BaseDir}
+	e.lastUsed.Store(r.LastUsedAt.UnixNano())
+	close(e.ready)
+	m.mu.Lock()
+	m.live[key{r.Tenant, r.ID}] = e
+	m.mu.Unlock()
 }
 
 var (
@@ -346,6 +414,7 @@ func (m *Manager) Create(ctx context.Context, tenant string, req *CreateRequest)
 			}
 			e = &entry{ready: make(chan struct{}), gone: make(chan struct{}), rec: rec}
 			e.lastUsed.Store(rec.CreatedAt.UnixNano())
+			e.flushed.Store(rec.CreatedAt.UnixNano())
 			m.live[k] = e
 			m.mu.Unlock()
 			return m.create(ctx, k, e, req.Hidden)
@@ -738,7 +807,12 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 	dctx := context.WithoutCancel(ctx)
 	m.store.UpdateSession(dctx, &rec)
 	start := time.Now()
-	derr := e.sb.Destroy(dctx)
+	var derr error
+	if e.sb != nil {
+		derr = e.sb.Destroy(dctx)
+	} else {
+		derr = m.rt.Remove(rec.Name) // a session lost while the daemon was away
+	}
 	if derr != nil {
 		m.log.Error("session teardown incomplete", "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "error", derr)
 		// Try once more from the outside; what remains is logged.
@@ -829,6 +903,7 @@ func (m *Manager) reaper() {
 		}
 		now := time.Now()
 		m.mu.Lock()
+		var flush []*entry
 		var due []struct {
 			k key
 			e *entry
@@ -843,6 +918,9 @@ func (m *Manager) reaper() {
 				continue
 			}
 			s := e.snapshot()
+			if s.State == StateRunning && s.LastUsedAt.UnixNano()-e.flushed.Load() > int64(flushEvery) {
+				flush = append(flush, e)
+			}
 			if s.State != StateDeleting && now.After(s.ExpiresAt()) {
 				due = append(due, struct {
 					k key
@@ -854,6 +932,28 @@ func (m *Manager) reaper() {
 		for _, d := range due {
 			m.delete(context.Background(), d.k, d.e, "expired")
 		}
+		m.flushLastUsed(flush)
+	}
+}
+
+// flushEvery is how far a session's last use may run ahead of the store's
+// copy: a daemon that dies loses at most this much of a session's idle
+// clock, and the store sees at most one write per session per flushEvery.
+const flushEvery = 30 * time.Second
+
+// flushLastUsed saves the last-use times of sessions in use, so that a
+// daemon that crashes does not expire them early when it comes back.
+func (m *Manager) flushLastUsed(es []*entry) {
+	for _, e := range es {
+		s := e.snapshot()
+		if s.State != StateRunning {
+			continue
+		}
+		if err := m.store.UpdateSession(context.Background(), s); err != nil {
+			m.log.Warn("save last use", "session_id", s.ID, "error", err)
+			continue
+		}
+		e.flushed.Store(s.LastUsedAt.UnixNano())
 	}
 }
 
@@ -865,7 +965,14 @@ func (m *Manager) Ready() bool {
 }
 
 // Close stops the reaper and deletes every session.
-func (m *Manager) Close(ctx context.Context) error {
+func (m *Manager) Close(ctx context.Context) error { return m.close(ctx, false) }
+
+// Detach stops the manager and leaves running sessions running, with their
+// records saved, for the next daemon to adopt (Recover). Sessions still
+// being created are deleted.
+func (m *Manager) Detach(ctx context.Context) error { return m.close(ctx, true) }
+
+func (m *Manager) close(ctx context.Context, keep bool) error {
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()
@@ -884,9 +991,32 @@ func (m *Manager) Close(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if keep && m.detach(ctx, e) {
+				return
+			}
 			m.delete(ctx, k, e, "deleted at shutdown")
 		}()
 	}
 	wg.Wait()
 	return nil
+}
+
+// detach saves a running session and lets go of its sandbox; false if the
+// session is not running (or saving failed) and must be deleted instead.
+func (m *Manager) detach(ctx context.Context, e *entry) bool {
+	<-e.ready
+	if e.err != nil || e.sb == nil {
+		return false
+	}
+	s := e.snapshot()
+	if s.State != StateRunning || s.Labels[hiddenLabel] != "" {
+		return s.State == StateFailed // kept as failed; deleted with the next daemon's TTLs
+	}
+	if err := m.store.UpdateSession(context.WithoutCancel(ctx), s); err != nil {
+		m.log.Error("save session for the next daemon", "session_id", s.ID, "error", err)
+		return false
+	}
+	close(e.gone) // ends watch: the sandbox's Done now means detached
+	e.sb.Detach()
+	return true
 }

@@ -6,9 +6,10 @@ package spec
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // Version of the blob; init and agent refuse another.
@@ -131,13 +132,27 @@ func (c Cgroup) LastFD() int { return FDCgroup + 2*c.Hierarchies + c.WorkloadFDs
 // Read decodes the blob from fd FDSpec (read from offset 0, so both init and
 // agent can read it).
 func Read() (*Sandbox, error) {
-	f := os.NewFile(FDSpec, "spec")
-	if f == nil {
-		return nil, fmt.Errorf("no spec descriptor")
-	}
-	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<24))
-	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
+	// Read with pread on the bare descriptor: an *os.File would close
+	// FDSpec when the garbage collector finalizes it, long after its owner
+	// closed or passed it on and the number went to something else (the
+	// agent's listening socket, for one).
+	var b []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Pread(FDSpec, buf, int64(len(b)))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read spec: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+		b = append(b, buf[:n]...)
+		if len(b) > 1<<24 {
+			return nil, fmt.Errorf("read spec: larger than 16 MiB")
+		}
 	}
 	var s Sandbox
 	if err := json.Unmarshal(b, &s); err != nil {

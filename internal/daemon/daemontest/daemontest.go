@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ var serial atomic.Int64
 type Harness struct {
 	// Client calls the daemon with AdminKey.
 	Client *client.Client
-	// AdminKey is the daemon's first admin key ("" with auth off).
+	// AdminKey is the daemon's first admin key ("" with auth off), also
+	// after a restart in the same data directory.
 	AdminKey string
 	Daemon   *daemon.Daemon
 	URL      string
@@ -72,6 +74,9 @@ func Start(t testing.TB, mutate func(*config.Config)) *Harness {
 	cfg.DataDir = testutil.TraversableDir(t)
 	cfg.CgroupParent = fmt.Sprintf("%s%d-d%d", testutil.TestCgroupPrefix, os.Getpid(), serial.Add(1))
 	cfg.ShutdownGrace = 2 * time.Second
+	// Tests check that a stopped daemon leaves nothing behind; those of
+	// restarts ask for keep.
+	cfg.Shutdown = config.ShutdownDestroy
 	cfg.Session.ReapInterval = 100 * time.Millisecond
 	if mutate != nil {
 		mutate(&cfg)
@@ -105,6 +110,10 @@ func Start(t testing.TB, mutate func(*config.Config)) *Harness {
 	}
 	t.Cleanup(stop)
 	url := "http://" + d.Addr().String()
-	return &Harness{Client: client.New(url, client.WithToken(d.AdminKey())), AdminKey: d.AdminKey(), Daemon: d, URL: url,
+	key := d.AdminKey()
+	if b, err := os.ReadFile(filepath.Join(cfg.DataDir, daemon.AdminKeyFile)); key == "" && err == nil {
+		key = strings.TrimSpace(string(b)) // a restart in the same data directory
+	}
+	return &Harness{Client: client.New(url, client.WithToken(key)), AdminKey: key, Daemon: d, URL: url,
 		DataDir: cfg.DataDir, Config: cfg, stop: stop}
 }
