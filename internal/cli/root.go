@@ -122,6 +122,9 @@ func newRootCommand(a *app) *cobra.Command {
 		newTokenCommand(a),
 		newTenantsCommand(a),
 		newAuditCommand(a),
+		newConfigCommand(a),
+		newMCPCommand(a),
+		newBenchCommand(a),
 	)
 	return root
 }

@@ -1,0 +1,358 @@
+package mcpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
+)
+
+// managerBackend calls a daemon's session manager directly, as the REST
+// handlers do (internal/httpapi), for the tenant its tenant function names.
+type managerBackend struct {
+	m      *session.Manager
+	tenant func(ctx context.Context) (string, error)
+}
+
+// NewManagerBackend returns a backend over m. tenant names the tenant a
+// call acts for, from the call's context (where the daemon's
+// authentication put the caller); it must never return "", which the
+// manager reads as every tenant.
+func NewManagerBackend(m *session.Manager, tenant func(ctx context.Context) (string, error)) Backend {
+	return &managerBackend{m: m, tenant: tenant}
+}
+
+// tenantOf is the tenant a call acts for.
+func (b *managerBackend) tenantOf(ctx context.Context) (string, error) {
+	tn, err := b.tenant(ctx)
+	if err == nil && tn == "" {
+		err = errdefs.New(errdefs.ErrUnauthenticated, "the call has no tenant")
+	}
+	return tn, err
+}
+
+func (b *managerBackend) CreateSession(ctx context.Context, req *api.CreateSessionRequest) (*api.Session, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lim session.Limits
+	if l := req.Limits; l != nil {
+		lim = session.Limits{MemoryMB: l.MemoryMB, CPUs: l.CPUs, Pids: l.Pids, DiskMB: l.DiskMB}
+	}
+	sess, _, err := b.m.Create(ctx, tn, &session.CreateRequest{
+		ID:          req.ID,
+		Image:       req.Image,
+		Env:         req.Env,
+		Cwd:         req.Cwd,
+		Limits:      lim,
+		Network:     req.Network,
+		IdleTTL:     time.Duration(req.TTLSeconds) * time.Second,
+		MaxLifetime: time.Duration(req.MaxLifetimeSeconds) * time.Second,
+		Labels:      req.Labels,
+		User:        req.User,
+	})
+	if err != nil {
+		return nil, err
+	}
+	info, err := b.m.Get(ctx, tn, sess.ID)
+	if err != nil {
+		info = &session.Info{Session: *sess, Cwd: sess.BaseDir}
+	}
+	s := toAPISession(info)
+	return &s, nil
+}
+
+func (b *managerBackend) GetSession(ctx context.Context, id string) (*api.Session, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := b.m.Get(ctx, tn, id)
+	if err != nil {
+		return nil, err
+	}
+	s := toAPISession(info)
+	return &s, nil
+}
+
+func (b *managerBackend) ListSessions(ctx context.Context) ([]api.Session, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	infos := b.m.List(ctx, tn)
+	out := make([]api.Session, 0, len(infos))
+	for _, in := range infos {
+		out = append(out, toAPISession(in))
+	}
+	return out, nil
+}
+
+func (b *managerBackend) DeleteSession(ctx context.Context, id string) error {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return err
+	}
+	return b.m.Delete(ctx, tn, id)
+}
+
+func (b *managerBackend) Exec(ctx context.Context, id string, req *api.ExecRequest) (*api.ExecResult, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ereq := &session.ExecRequest{
+		Command:   req.Command,
+		Argv:      req.Argv,
+		Env:       req.Env,
+		Cwd:       req.Cwd,
+		Timeout:   time.Duration(req.TimeoutMs) * time.Millisecond,
+		MaxOutput: req.MaxOutputBytes,
+	}
+	if req.TimeoutMs < 0 {
+		ereq.Timeout = -1
+	}
+	switch {
+	case req.Stdin != nil && req.StdinBase64 != nil:
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "give either stdin or stdin_base64, not both")
+	case req.Stdin != nil:
+		ereq.Stdin = []byte(*req.Stdin)
+	case req.StdinBase64 != nil:
+		p, err := base64.StdEncoding.DecodeString(*req.StdinBase64)
+		if err != nil {
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, "stdin_base64 is not valid base64: %v", err)
+		}
+		ereq.Stdin = p
+	}
+	res, err := b.m.Exec(ctx, tn, id, ereq, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.ExecResult{
+		ExitCode:       res.ExitCode,
+		DurationMs:     float64(res.Duration.Microseconds()) / 1000,
+		TimedOut:       res.TimedOut,
+		Truncated:      res.Truncated,
+		ShellRestarted: res.ShellRestarted,
+		OOMKilled:      res.OOMKilled,
+	}
+	out.Stdout, out.StdoutBase64 = textOf(res.Stdout)
+	out.Stderr, out.StderrBase64 = textOf(res.Stderr)
+	if res.Signal > 0 {
+		out.Signal = signalName(res.Signal)
+	}
+	return out, nil
+}
+
+func (b *managerBackend) StartProcess(ctx context.Context, id string, req *api.StartProcessRequest) (*api.Process, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := b.m.StartProcess(ctx, tn, id, &session.StartProcessRequest{
+		Command: req.Command, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd,
+		TTY: req.TTY, Cols: req.Cols, Rows: req.Rows, Stdin: req.Stdin,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := toAPIProcess(info)
+	return &p, nil
+}
+
+func (b *managerBackend) GetProcess(ctx context.Context, id, pid string) (*api.Process, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := b.m.GetProcess(ctx, tn, id, pid)
+	if err != nil {
+		return nil, err
+	}
+	p := toAPIProcess(info)
+	return &p, nil
+}
+
+func (b *managerBackend) ProcessOutput(ctx context.Context, id, pid string, offset int64, follow bool, fn func(OutputEvent) error) error {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = b.m.ProcessOutput(ctx, tn, id, pid, offset, follow, func(ev session.OutputEvent) error {
+		switch ev.Kind {
+		case "output":
+			return fn(OutputEvent{Kind: "output", Offset: ev.Offset, Data: ev.Data})
+		case "gap":
+			return fn(OutputEvent{Kind: "gap", Offset: ev.From, From: ev.From, To: ev.To})
+		case "exit":
+			out := OutputEvent{Kind: "exit", ExitCode: ev.ExitCode}
+			if ev.Signal > 0 {
+				out.Signal = signalName(ev.Signal)
+			}
+			return fn(out)
+		}
+		return nil
+	})
+	return err
+}
+
+func (b *managerBackend) ReadFile(ctx context.Context, id, path string) (io.ReadCloser, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := b.m.ReadFile(ctx, tn, id, path)
+	if err != nil {
+		return nil, err
+	}
+	return &download{d: d, r: io.MultiReader(bytes.NewReader(d.First), d)}, nil
+}
+
+// download reads a session.Download to its end, where a transfer that
+// broke off becomes an error instead of a quiet EOF.
+type download struct {
+	d *session.Download
+	r io.Reader
+}
+
+func (d *download) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if err == io.EOF {
+		if derr := d.d.Err(); derr != nil {
+			return n, derr
+		}
+	}
+	return n, err
+}
+
+func (d *download) Close() error { return d.d.Close() }
+
+func (b *managerBackend) WriteFile(ctx context.Context, id, path string, r io.Reader, mode uint32) (int64, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return b.m.WriteFile(ctx, tn, id, path, mode, r)
+}
+
+func (b *managerBackend) StatFile(ctx context.Context, id, path string) (*api.FileEntry, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := b.m.Stat(ctx, tn, id, path)
+	if err != nil {
+		return nil, err
+	}
+	fe := toAPIEntry(e)
+	return &fe, nil
+}
+
+func (b *managerBackend) ListFiles(ctx context.Context, id, path string) ([]api.FileEntry, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := b.m.ListFiles(ctx, tn, id, path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.FileEntry, 0, len(entries))
+	for i := range entries {
+		out = append(out, toAPIEntry(&entries[i]))
+	}
+	return out, nil
+}
+
+func (b *managerBackend) RemoveFile(ctx context.Context, id, path string, recursive bool) error {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return err
+	}
+	return b.m.Remove(ctx, tn, id, path, recursive)
+}
+
+// The conversions below are those of internal/httpapi, so that both
+// transports describe a session, a process or a file alike.
+
+func toAPISession(in *session.Info) api.Session {
+	out := api.Session{
+		ID:         in.ID,
+		Image:      in.Image,
+		State:      string(in.State),
+		CreatedAt:  in.CreatedAt,
+		LastUsedAt: in.LastUsedAt,
+		ExpiresAt:  in.ExpiresAt(),
+		Cwd:        in.Cwd,
+		Limits:     api.Limits{MemoryMB: in.Limits.MemoryMB, CPUs: in.Limits.CPUs, Pids: in.Limits.Pids, DiskMB: in.Limits.DiskMB},
+		Network:    in.Network,
+		Labels:     in.Labels,
+		Reason:     in.Reason,
+		User:       in.User,
+	}
+	if out.User == "" {
+		out.User = "root"
+	}
+	if in.Usage != nil {
+		out.Usage = &api.Usage{MemoryBytes: in.Usage.MemoryBytes, Pids: in.Usage.Pids, CPUSeconds: in.Usage.CPUSeconds, DiskBytes: in.Usage.DiskBytes}
+	}
+	return out
+}
+
+func toAPIProcess(in *session.ProcessInfo) api.Process {
+	out := api.Process{
+		ID: in.ID, Command: in.Command, Argv: in.Argv, TTY: in.TTY, State: "running", Pid: in.Pid,
+		StartedAt: in.StartedAt, OutputBytes: in.OutputBytes, OutputStart: in.OutputStart,
+	}
+	if !in.Running {
+		out.State = "exited"
+		code := in.ExitCode
+		out.ExitCode = &code
+		out.EndedAt = in.EndedAt
+		if in.Signal > 0 {
+			out.Signal = signalName(in.Signal)
+		}
+	}
+	return out
+}
+
+func toAPIEntry(e *agentproto.Entry) api.FileEntry {
+	return api.FileEntry{
+		Name:   e.Name,
+		Path:   e.Path,
+		Type:   e.Type,
+		Size:   e.Size,
+		Mode:   fmt.Sprintf("%04o", e.Mode),
+		MTime:  e.MTime,
+		Target: e.Target,
+	}
+}
+
+// textOf is output as text, with the exact bytes in base64 beside it when
+// they are not valid UTF-8.
+func textOf(b []byte) (text, b64 string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), base64.StdEncoding.EncodeToString(b)
+}
+
+func signalName(n int) string {
+	if s := unix.SignalName(syscall.Signal(n)); s != "" {
+		return s
+	}
+	return fmt.Sprintf("signal %d", n)
+}
