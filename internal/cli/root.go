@@ -122,7 +122,6 @@ func newRootCommand(a *app) *cobra.Command {
 		newTokenCommand(a),
 		newTenantsCommand(a),
 		newAuditCommand(a),
-		newConfigCommand(a),
 		newMCPCommand(a),
 		newBenchCommand(a),
 	)
