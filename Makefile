@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/warrenhq/warren/internal/daemon.Version=$(VERSION
 
 # A static binary: no cgo, nothing to install next to it.
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/warren
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/warren
 
 # Start the daemon on embedded defaults (127.0.0.1:7433, /var/lib/warren). Needs root.
 run: build
@@ -48,3 +48,38 @@ doctor: build
 clean:
 	rm -rf bin
 
+# Install the binary, the systemd unit and, unless one is there already, the
+# example config: `sudo make install`, then `systemctl daemon-reload &&
+# systemctl enable --now warren`. DESTDIR stages into a package root; PREFIX
+# moves the binary (the unit is rewritten to match).
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(SYSCONFDIR)/systemd/system
+DIST       ?= dist
+
+.PHONY: install release
+
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/warren
+	install -d -m 0755 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/warren
+	sed -e 's|/usr/local/bin/warren|$(BINDIR)/warren|' -e 's|/etc/warren/warren.toml|$(SYSCONFDIR)/warren/warren.toml|' \
+		packaging/warren.service > $(DESTDIR)$(UNITDIR)/warren.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/warren.service
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/warren/warren.toml ]; then \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/warren/warren.toml; the example is packaging/warren.toml"; \
+	else \
+		install -m 0644 packaging/warren.toml $(DESTDIR)$(SYSCONFDIR)/warren/warren.toml; \
+	fi
+
+# Static release binaries for linux/amd64 and linux/arm64 in dist/, with
+# their SHA-256 sums in dist/SHA256SUMS. -buildvcs=auto stamps the commit
+# (warren version, /healthz) even where GOFLAGS turns it off.
+release:
+	rm -rf $(DIST)
+	mkdir -p $(DIST)
+	for arch in amd64 arm64; do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' \
+			-o $(DIST)/warren-linux-$$arch ./cmd/warren || exit 1; \
+	done
+	cd $(DIST) && sha256sum warren-linux-amd64 warren-linux-arm64 > SHA256SUMS

@@ -179,17 +179,22 @@ func TestOpenAPIRoutes(t *testing.T) {
 		t.Fatalf("OpenAPIRoutes() error: %v", err)
 	}
 	want := []string{
+		"DELETE /v1/images/{name}",
 		"DELETE /v1/keys/{key_id}",
 		"DELETE /v1/sessions/{id}",
 		"DELETE /v1/sessions/{id}/files",
 		"DELETE /v1/sessions/{id}/processes/{pid}",
+		"DELETE /v1/snapshots/{name}",
 		"DELETE /v1/tenants/{name}",
+		"DELETE /v1/workspaces/{name}",
 		"GET /healthz",
+		"GET /metrics",
 		"GET /openapi.json",
 		"GET /openapi.yaml",
 		"GET /readyz",
 		"GET /v1/audit",
 		"GET /v1/images",
+		"GET /v1/images/{name}",
 		"GET /v1/keys",
 		"GET /v1/sessions",
 		"GET /v1/sessions/{id}",
@@ -201,26 +206,37 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"GET /v1/sessions/{id}/processes/{pid}",
 		"GET /v1/sessions/{id}/processes/{pid}/output",
 		"GET /v1/sessions/{id}/shell",
+		"GET /v1/snapshots",
+		"GET /v1/snapshots/{name}",
+		"GET /v1/snapshots/{name}/export",
 		"GET /v1/stats",
 		"GET /v1/tenants",
 		"GET /v1/tenants/{name}",
+		"GET /v1/workspaces",
+		"GET /v1/workspaces/{name}",
 		"POST /v1/images",
+		"POST /v1/images/prune",
+		"POST /v1/images/pull",
 		"POST /v1/keys",
 		"POST /v1/run",
 		"POST /v1/sessions",
 		"POST /v1/sessions/{id}/exec",
 		"POST /v1/sessions/{id}/files/mkdir",
+		"POST /v1/sessions/{id}/fork",
 		"POST /v1/sessions/{id}/processes",
 		"POST /v1/sessions/{id}/processes/{pid}/resize",
 		"POST /v1/sessions/{id}/processes/{pid}/signal",
 		"POST /v1/sessions/{id}/processes/{pid}/stdin",
+		"POST /v1/sessions/{id}/snapshot",
 		"POST /v1/tokens",
+		"POST /v1/workspaces",
 		"PUT /v1/sessions/{id}/archive",
 		"PUT /v1/sessions/{id}/files",
+		"PUT /v1/snapshots/{name}/import",
 		"PUT /v1/tenants/{name}",
 	}
-	if len(want) != 39 {
-		t.Fatalf("the route list has %d routes, want the 39 the daemon serves", len(want))
+	if len(want) != 55 {
+		t.Fatalf("the route list has %d routes, want the 55 the daemon serves", len(want))
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("OpenAPIRoutes() mismatch (-want +got):\n%s", diff)
@@ -245,6 +261,9 @@ var goTypes = map[string]reflect.Type{
 	"FileWritten":          reflect.TypeFor[FileWritten](),
 	"Image":                reflect.TypeFor[Image](),
 	"ImageList":            reflect.TypeFor[ImageList](),
+	"PullImageRequest":     reflect.TypeFor[PullImageRequest](),
+	"PullProgress":         reflect.TypeFor[PullProgress](),
+	"ImagePruneResult":     reflect.TypeFor[ImagePruneResult](),
 	"Stats":                reflect.TypeFor[Stats](),
 	"Error":                reflect.TypeFor[Error](),
 	"ErrorBody":            reflect.TypeFor[ErrorBody](),
@@ -270,6 +289,17 @@ var goTypes = map[string]reflect.Type{
 	"TenantList":           reflect.TypeFor[TenantList](),
 	"AuditRecord":          reflect.TypeFor[AuditRecord](),
 	"AuditList":            reflect.TypeFor[AuditList](),
+
+	// Workspaces, snapshots and fork.
+	"CreateWorkspaceRequest": reflect.TypeFor[CreateWorkspaceRequest](),
+	"Workspace":              reflect.TypeFor[Workspace](),
+	"WorkspaceMount":         reflect.TypeFor[WorkspaceMount](),
+	"WorkspaceList":          reflect.TypeFor[WorkspaceList](),
+	"SnapshotRequest":        reflect.TypeFor[SnapshotRequest](),
+	"Snapshot":               reflect.TypeFor[Snapshot](),
+	"SnapshotList":           reflect.TypeFor[SnapshotList](),
+	"ForkRequest":            reflect.TypeFor[ForkRequest](),
+	"ForkResult":             reflect.TypeFor[ForkResult](),
 }
 
 // schemasWithoutGoType are schemas that no type of types.go mirrors.
@@ -485,6 +515,10 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 	walk("", doc)
 }
 
+// authenticatedOutsideV1 are the operations outside /v1 that take the
+// bearer token like the /v1 ones: the metrics, which name tenants.
+var authenticatedOutsideV1 = map[string]bool{"GET /metrics": true}
+
 // upgrades are the operations that switch to a WebSocket.
 var upgrades = map[string]bool{"GET /v1/sessions/{id}/shell": true}
 
@@ -542,7 +576,16 @@ func TestOpenAPIOperations(t *testing.T) {
 			t.Errorf("%s does not document 500", route)
 		}
 		_, path, _ := strings.Cut(route, " ")
-		if strings.HasPrefix(path, "/v1/") {
+		if authenticatedOutsideV1[route] {
+			for _, code := range []string{"401", "403"} {
+				if _, ok := op.Responses[code]; !ok {
+					t.Errorf("%s does not document %s", route, code)
+				}
+			}
+			if op.Security != nil {
+				t.Errorf("%s overrides the document's security; it takes the bearer token", route)
+			}
+		} else if strings.HasPrefix(path, "/v1/") {
 			for _, code := range []string{"401", "403", "429", "503"} {
 				if _, ok := op.Responses[code]; !ok {
 					t.Errorf("%s does not document %s", route, code)
@@ -618,6 +661,11 @@ func TestOpenAPIStreams(t *testing.T) {
 			route: "exec", path: "/v1/sessions/{id}/exec", method: "post",
 			wantTypes:  []string{"application/json", "text/event-stream"},
 			wantEvents: events{"stdout": "OutputChunk", "stderr": "OutputChunk", "exit": "ExecResult", "error": "Error"},
+		},
+		{
+			route: "pull", path: "/v1/images/pull", method: "post",
+			wantTypes:  []string{"application/json", "text/event-stream"},
+			wantEvents: events{"progress": "PullProgress", "image": "Image", "error": "Error"},
 		},
 		{
 			route: "process output", path: "/v1/sessions/{id}/processes/{pid}/output", method: "get",

@@ -36,6 +36,15 @@ type CreateSessionRequest struct {
 	// its /etc/passwd (the base image has "sandbox", uid 1000), "uid" or
 	// "uid:gid". Default root (root of the session's own user namespace).
 	User string `json:"user,omitempty"`
+	// Workspace names a workspace of the caller to mount at /workspace,
+	// WorkspaceMode "rw" (the default) or "ro". Only one session at a time
+	// may mount a workspace read-write unless it was created shared.
+	Workspace     string `json:"workspace,omitempty"`
+	WorkspaceMode string `json:"workspace_mode,omitempty"`
+	// Snapshot names a snapshot of the caller to start from: its files are
+	// the snapshotted session's, its image the snapshot's (leave Image
+	// unset or give the same).
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Usage is a session's live resource use.
@@ -151,15 +160,78 @@ type FileWritten struct {
 
 // Image describes a stored image.
 type Image struct {
-	Name      string    `json:"name"`
-	Digest    string    `json:"digest"`
+	// Name is what sessions name the image by: lowercase letters, digits,
+	// '.', '_' and '-', optionally with ":tag", such as "python:3.12-slim".
+	Name string `json:"name"`
+	// Digest is warren's digest of the root filesystem and the config.
+	Digest string `json:"digest"`
+	// Size is the size of the root filesystem's regular files.
 	Size      int64     `json:"size"`
 	CreatedAt time.Time `json:"created_at"`
+	// Source is where the content came from: "host" (the built-in base
+	// image), "rootfs" (a tar or a directory), "oci-layout",
+	// "docker-archive", or the fully qualified reference of a pull.
+	Source string `json:"source,omitempty"`
+	// RepoDigest is the pulled manifest, "<repository>@sha256:<hex>".
+	RepoDigest string `json:"repo_digest,omitempty"`
+	// ImageID is the digest of the OCI image config the content came from.
+	ImageID string `json:"image_id,omitempty"`
+	// Platform is the OCI image's "os/arch[/variant]".
+	Platform string `json:"platform,omitempty"`
+	// Layers is the number of layers flattened into the root filesystem.
+	Layers int `json:"layers,omitempty"`
+	// Env ("K=V", under a session's own env), WorkingDir (a session's cwd
+	// unless it names one) and User (who a session runs as unless it names
+	// someone) are the defaults of sessions of the image.
+	Env        []string `json:"env,omitempty"`
+	WorkingDir string   `json:"working_dir,omitempty"`
+	User       string   `json:"user,omitempty"`
+	// Entrypoint and Cmd are the OCI image's default command; `warren run
+	// --image NAME` without a command runs them, nothing else does.
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
 }
 
 // ImageList is the body of GET /v1/images.
 type ImageList struct {
 	Images []Image `json:"images"`
+}
+
+// PullImageRequest is the body of POST /v1/images/pull.
+type PullImageRequest struct {
+	// Ref is the image reference, as docker takes it: "python:3.12-slim"
+	// (Docker Hub), "ghcr.io/org/tool:v1", "busybox@sha256:<hex>".
+	Ref string `json:"ref"`
+	// Platform is "os/arch[/variant]"; default the daemon host's.
+	Platform string `json:"platform,omitempty"`
+	// Name is the local name; default the reference's last path component
+	// with ":tag" unless the tag is latest.
+	Name string `json:"name,omitempty"`
+}
+
+// PullProgress is one "progress" event of a streamed pull.
+type PullProgress struct {
+	// Status is "resolving", "waiting", "downloading", "downloaded",
+	// "exists" (the content was stored already), "extracting" or
+	// "storing".
+	Status string `json:"status"`
+	// Layer is the layer's index (1 is the bottom layer) of Layers; 0 for a
+	// step of the whole image.
+	Layer  int `json:"layer,omitempty"`
+	Layers int `json:"layers,omitempty"`
+	// Digest is the layer's digest.
+	Digest string `json:"digest,omitempty"`
+	// Current of Total bytes of the layer (compressed) are downloaded.
+	Current int64 `json:"current"`
+	Total   int64 `json:"total"`
+}
+
+// ImagePruneResult answers POST /v1/images/prune.
+type ImagePruneResult struct {
+	// Deleted are the digests of the content removed.
+	Deleted []string `json:"deleted"`
+	// ReclaimedBytes is the size of the removed content's regular files.
+	ReclaimedBytes int64 `json:"reclaimed_bytes"`
 }
 
 // Stats is the body of GET /v1/stats.
@@ -386,4 +458,85 @@ type AuditRecord struct {
 // AuditList is the body of GET /v1/audit.
 type AuditList struct {
 	Records []AuditRecord `json:"records"`
+}
+
+// CreateWorkspaceRequest is the body of POST /v1/workspaces.
+type CreateWorkspaceRequest struct {
+	// Name is chosen by the client ([a-z0-9][a-z0-9_-]{0,62}).
+	Name string `json:"name"`
+	// SizeMB caps the workspace's files (default: the default disk limit
+	// of a session).
+	SizeMB int64 `json:"size_mb,omitempty"`
+	// Shared workspaces may be mounted read-write by several sessions at
+	// once.
+	Shared bool `json:"shared,omitempty"`
+}
+
+// Workspace describes a workspace: a named directory that outlives
+// sessions, mounted at /workspace in the sessions that name it.
+type Workspace struct {
+	Name      string    `json:"name"`
+	SizeMB    int64     `json:"size_mb"`
+	Shared    bool      `json:"shared"`
+	UsedBytes int64     `json:"used_bytes"`
+	CreatedAt time.Time `json:"created_at"`
+	// MountedBy are the sessions that have it mounted.
+	MountedBy []WorkspaceMount `json:"mounted_by"`
+}
+
+// WorkspaceMount is one session's mount of a workspace.
+type WorkspaceMount struct {
+	Session string `json:"session"`
+	// Mode is "rw" or "ro".
+	Mode string `json:"mode"`
+}
+
+// WorkspaceList is the body of GET /v1/workspaces.
+type WorkspaceList struct {
+	Workspaces []Workspace `json:"workspaces"`
+}
+
+// SnapshotRequest is the body of POST /v1/sessions/{id}/snapshot.
+type SnapshotRequest struct {
+	Name string `json:"name"`
+}
+
+// Snapshot describes a snapshot: the files of a session at one moment, a
+// read-only layer that new sessions start from.
+type Snapshot struct {
+	Name        string `json:"name"`
+	Image       string `json:"image"`
+	ImageDigest string `json:"image_digest"`
+	// Session is the session it was taken from ("" if imported).
+	Session   string    `json:"session,omitempty"`
+	SizeBytes int64     `json:"size_bytes"`
+	CreatedAt time.Time `json:"created_at"`
+	// AutoDelete marks the snapshot a fork took: it is deleted with the
+	// last session that uses it.
+	AutoDelete bool `json:"auto_delete"`
+	// UsedBy are the sessions started from it.
+	UsedBy []string `json:"used_by"`
+}
+
+// SnapshotList is the body of GET /v1/snapshots.
+type SnapshotList struct {
+	Snapshots []Snapshot `json:"snapshots"`
+}
+
+// ForkRequest is the body of POST /v1/sessions/{id}/fork.
+type ForkRequest struct {
+	// Count is the number of new sessions, 1 to 10 (default: one per id
+	// in IDs, else 1).
+	Count int `json:"count,omitempty"`
+	// IDs are the new sessions' ids (default: generated).
+	IDs []string `json:"ids,omitempty"`
+	// Snapshot names the snapshot the forks start from, kept until
+	// deleted; without it the fork's snapshot goes with the last fork.
+	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// ForkResult is the answer to POST /v1/sessions/{id}/fork.
+type ForkResult struct {
+	Snapshot Snapshot  `json:"snapshot"`
+	Sessions []Session `json:"sessions"`
 }

@@ -659,12 +659,28 @@ func writeFile(path, value string) error {
 	if path == "" {
 		return errors.New("controller not available")
 	}
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_TRUNC, 0)
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_TRUNC, 0)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(value)); err != nil {
+	// A write that makes the kernel reclaim memory (a lower memory limit)
+	// can be interrupted by a signal, such as the Go runtime's preemption
+	// signal; the values written are idempotent, so try again.
+	for {
+		_, err = unix.Write(fd, []byte(value))
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("write %q to %s: %w", value, path, err)
 	}
 	return nil

@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"slices"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/config"
@@ -39,58 +42,85 @@ func internalCmd(name string) *cobra.Command {
 func versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print warren's version",
+		Short: "Print warren's version, commit and Go version",
+		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			v := daemon.Version
-			if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" {
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-						v = "dev-" + s.Value[:12]
-					}
-				}
+			b := readBuildInfo()
+			w := cmd.OutOrStdout()
+			fmt.Fprintln(w, "warren", b.version)
+			commit := b.commit
+			if commit == "" {
+				commit = "unknown (built outside a git checkout, or with -buildvcs=false)"
+			} else if b.modified {
+				commit += " (with uncommitted changes)"
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "warren", v)
+			fmt.Fprintln(w, "commit:     ", commit)
+			if b.commitTime != "" {
+				fmt.Fprintln(w, "commit time:", b.commitTime)
+			}
+			fmt.Fprintln(w, "go:         ", b.goVersion)
+			fmt.Fprintln(w, "platform:   ", runtime.GOOS+"/"+runtime.GOARCH)
 		},
 	}
 }
 
+// buildInfo is what the binary knows of how it was built.
+type buildInfo struct {
+	// version is daemon.Version (set by make build and make release from
+	// git describe), else the module version go install recorded, else
+	// "dev".
+	version string
+	// commit, commitTime and modified are the VCS stamp go build records
+	// in a git checkout (vcs.revision, vcs.time, vcs.modified). There is
+	// no build time: Go records none, to keep builds reproducible.
+	commit, commitTime string
+	modified           bool
+	goVersion          string
+}
+
+func readBuildInfo() buildInfo {
+	b := buildInfo{version: daemon.Version, goVersion: runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	if v := bi.Main.Version; b.version == "dev" && v != "" && v != "(devel)" {
+		b.version = v
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.commit = s.Value
+		case "vcs.time":
+			b.commitTime = s.Value
+		case "vcs.modified":
+			b.modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
 func serveCmd() *cobra.Command {
-	cfg := config.Default()
+	var cf *configFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the warren daemon",
-		Long: `Run the warren daemon on embedded defaults: the API on 127.0.0.1:7433, state
-in /var/lib/warren. Flags override WARREN_* environment variables, which
-override the defaults. On SIGTERM or SIGINT the daemon stops accepting
-requests, lets running ones finish for a short grace period, then deletes every
-session; nothing is left on the host.`,
+		Long: `Run the warren daemon. Without configuration it serves the API on
+127.0.0.1:7433 with state in /var/lib/warren. Settings come from, lowest
+precedence first: embedded defaults, the TOML file of --config (or
+WARREN_CONFIG), WARREN_* environment variables, and the flags given here.
+Every setting has all three forms; docs/CONFIG.md lists them, and
+"warren config print" shows the result and where each value came from.
+
+On SIGTERM or SIGINT the daemon stops accepting requests and lets running
+ones finish for the shutdown grace. With --shutdown=keep (the default) it
+leaves every sandbox running for the next start to adopt; with
+--shutdown=destroy it deletes every session, and nothing is left on the
+host.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Flags the user set win over the environment.
-			fromEnv := config.Default()
-			if err := fromEnv.ApplyEnv(os.Getenv); err != nil {
-				return err
-			}
-			flags := cmd.Flags()
-			if !flags.Changed("listen") {
-				cfg.Listen = fromEnv.Listen
-			}
-			if !flags.Changed("data-dir") {
-				cfg.DataDir = fromEnv.DataDir
-			}
-			if !flags.Changed("cgroup-parent") {
-				cfg.CgroupParent = fromEnv.CgroupParent
-			}
-			if !flags.Changed("log-format") {
-				cfg.LogFormat = fromEnv.LogFormat
-			}
-			if !flags.Changed("log-level") {
-				cfg.LogLevel = fromEnv.LogLevel
-			}
-			if !flags.Changed("max-sessions") {
-				cfg.Session.MaxSessions = fromEnv.Session.MaxSessions
-			}
-			if err := cfg.Validate(); err != nil {
+			cfg, _, err := cf.load(os.Getenv)
+			if err != nil {
 				return err
 			}
 			log := newLogger(cfg.LogFormat, cfg.LogLevel)
@@ -109,42 +139,84 @@ session; nothing is left on the host.`,
 			return d.Serve(ctx)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to serve the API on (env WARREN_LISTEN)")
-	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the database, images and sandboxes (env WARREN_DATA_DIR)")
-	f.StringVar(&cfg.CgroupParent, "cgroup-parent", cfg.CgroupParent, "cgroup under which sessions are placed (env WARREN_CGROUP_PARENT)")
-	f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "json or text (env WARREN_LOG_FORMAT)")
-	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (env WARREN_LOG_LEVEL)")
-	f.IntVar(&cfg.Session.MaxSessions, "max-sessions", cfg.Session.MaxSessions, "most sessions at once (env WARREN_MAX_SESSIONS)")
-	f.Int64Var(&cfg.Session.DefaultLimits.MemoryMB, "default-memory-mb", cfg.Session.DefaultLimits.MemoryMB, "memory limit of a session that asks for none")
-	f.Float64Var(&cfg.Session.DefaultLimits.CPUs, "default-cpus", cfg.Session.DefaultLimits.CPUs, "CPU limit of a session that asks for none")
-	f.Int64Var(&cfg.Session.DefaultLimits.Pids, "default-pids", cfg.Session.DefaultLimits.Pids, "process limit of a session that asks for none")
-	f.DurationVar(&cfg.Session.DefaultIdleTTL, "idle-ttl", cfg.Session.DefaultIdleTTL, "idle time after which a session is deleted, unless it asks otherwise")
-	f.DurationVar(&cfg.Session.DefaultTimeout, "exec-timeout", cfg.Session.DefaultTimeout, "default timeout of a command")
-	f.Int64Var(&cfg.Session.MaxFileBytes, "max-file-bytes", cfg.Session.MaxFileBytes, "largest file the file API moves")
-	f.Int64Var(&cfg.Session.DefaultLimits.DiskMB, "default-disk-mb", cfg.Session.DefaultLimits.DiskMB, "writable-layer limit of a session that asks for none")
-	f.BoolVar(&cfg.AllowNoUserNS, "allow-no-userns", false, "run where user namespaces are unavailable: sandboxed code then runs as an unprivileged host user, not as root in its own namespace")
-	f.BoolVar(&cfg.NoDiskQuota, "no-disk-quota", false, "run without disk limits on sessions' writable layers")
-	f.StringVar(&cfg.Shutdown, "shutdown", cfg.Shutdown, "what stopping does to running sessions: keep (the next start adopts them) or destroy")
-	a := &cfg.Auth
-	f.BoolVar(&a.Disabled, "no-auth", false, "serve every caller as admin of the tenant \"default\" (loopback only, unless --insecure)")
-	f.BoolVar(&a.Insecure, "insecure", false, "allow --no-auth on a non-loopback address")
-	f.StringVar(&a.JWTSecretFile, "jwt-secret-file", "", "accept HS256 JWTs signed with the secret in this file (env WARREN_JWT_SECRET_FILE)")
-	f.StringVar(&a.JWKSURL, "jwks-url", "", "accept RS256/ES256 JWTs signed by the keys this JWKS URL serves (env WARREN_JWKS_URL)")
-	f.StringVar(&a.JWKSFile, "jwks-file", "", "accept RS256/ES256 JWTs signed by the keys of this JWKS file")
-	f.StringVar(&a.JWTTenantClaim, "jwt-tenant-claim", "tenant", "JWT claim that names the caller's tenant")
-	f.StringVar(&a.JWTAdminClaim, "jwt-admin-claim", "", "boolean JWT claim that makes the caller an admin (none if empty)")
-	f.StringVar(&a.JWTAudience, "jwt-audience", "", "audience a JWT must carry in aud (none checked if empty)")
-	f.StringVar(&a.JWTIssuer, "jwt-issuer", "", "issuer a JWT must carry in iss (none checked if empty)")
-	f.Float64Var(&a.RateLimit, "rate-limit", a.RateLimit, "requests per second one API key may make (0: unlimited)")
-	f.IntVar(&a.RateBurst, "rate-burst", a.RateBurst, "burst of requests one API key may make above --rate-limit")
-	q := &a.TenantDefaults
-	f.IntVar(&q.MaxSessions, "tenant-max-sessions", 0, "sessions one tenant may hold at once, unless its settings say otherwise (0: only --max-sessions)")
-	f.Int64Var(&q.MaxMemoryMB, "tenant-max-memory-mb", 0, "memory limits one tenant's sessions may hold in total (0: no cap)")
-	f.Float64Var(&q.MaxCPUs, "tenant-max-cpus", 0, "CPU limits one tenant's sessions may hold in total (0: no cap)")
-	f.DurationVar(&q.MaxLifetime, "tenant-max-lifetime", 0, "longest a tenant's session may live (0: no cap)")
-	f.DurationVar(&q.MaxExecTimeout, "tenant-max-exec-timeout", 0, "longest timeout a tenant's command may ask for (0: no cap)")
+	cf = addConfigFlags(cmd)
 	return cmd
+}
+
+// configFlags are the flags of a command that builds the daemon's
+// configuration (serve, config print, doctor): --config and a flag per
+// setting.
+type configFlags struct {
+	file  string
+	flags *pflag.FlagSet
+}
+
+// addConfigFlags adds --config to cmd, and the flags of the settings with
+// the given keys, or of every setting if none are given.
+func addConfigFlags(cmd *cobra.Command, keys ...string) *configFlags {
+	cf := &configFlags{flags: cmd.Flags()}
+	cf.flags.StringVar(&cf.file, "config", "", "TOML file of settings (env WARREN_CONFIG); docs/CONFIG.md lists them")
+	def := config.Default()
+	for _, s := range config.Settings() {
+		if len(keys) > 0 && !slices.Contains(keys, s.Key) {
+			continue
+		}
+		f := cf.flags.VarPF(&settingValue{s: s, v: s.Value(&def)}, s.Flag, "", s.Help+" (env "+s.Env+", file "+s.Key+")")
+		if s.Type() == "bool" {
+			f.NoOptDefVal = "true"
+		}
+	}
+	return cf
+}
+
+// load builds the effective configuration from the embedded defaults, the
+// file of --config (else of WARREN_CONFIG), the WARREN_* environment
+// (getenv) and the flags the user set, and validates it. It also returns
+// where each value came from.
+func (cf *configFlags) load(getenv func(string) string) (config.Config, config.Sources, error) {
+	set := map[string]string{}
+	cf.flags.Visit(func(f *pflag.Flag) { // only the flags the user set
+		if v, ok := f.Value.(*settingValue); ok {
+			set[f.Name] = v.v
+		}
+	})
+	c, src, err := config.Load(config.LoadOptions{File: cf.configFile(getenv), Getenv: getenv, Flags: set})
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return config.Config{}, nil, err
+	}
+	return c, src, nil
+}
+
+// configFile returns the file load reads: --config if given, even empty,
+// else WARREN_CONFIG; "" for none.
+func (cf *configFlags) configFile(getenv func(string) string) string {
+	if cf.flags.Changed("config") {
+		return cf.file
+	}
+	return getenv("WARREN_CONFIG")
+}
+
+// settingValue is the flag of a setting. It keeps what the user typed, so
+// that config.Load applies it above the file and the environment, and
+// checks it when the flags are parsed.
+type settingValue struct {
+	s config.Setting
+	v string
+}
+
+func (f *settingValue) String() string { return f.v }
+func (f *settingValue) Type() string   { return f.s.Type() }
+
+func (f *settingValue) Set(v string) error {
+	scratch := config.Default()
+	if err := f.s.Set(&scratch, v); err != nil {
+		return err
+	}
+	f.v = v
+	return nil
 }
 
 func newLogger(format, level string) *slog.Logger {
@@ -158,25 +230,20 @@ func newLogger(format, level string) *slog.Logger {
 }
 
 func doctorCmd() *cobra.Command {
-	cfg := config.Default()
+	var cf *configFlags
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that this host can run warren, and say how to fix what is missing",
 		Long: `Check the host: kernel, privileges, namespaces, overlayfs, seccomp, cgroups
 (v1 or v2, and which controllers warren can use), the data directory, and
 finally start a real sandbox on the data directory's filesystem. Exits 1 if the
-daemon cannot run.`,
+daemon cannot run. The data directory and cgroup parent are the daemon's: from
+--config (or WARREN_CONFIG), the environment, or the flags here.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env := config.Default()
-			if err := env.ApplyEnv(os.Getenv); err != nil {
+			cfg, _, err := cf.load(os.Getenv)
+			if err != nil {
 				return err
-			}
-			if !cmd.Flags().Changed("data-dir") {
-				cfg.DataDir = env.DataDir
-			}
-			if !cmd.Flags().Changed("cgroup-parent") {
-				cfg.CgroupParent = env.CgroupParent
 			}
 			checks := doctor.Run(cmd.Context(), doctor.Options{DataDir: cfg.DataDir, CgroupParent: cfg.CgroupParent})
 			doctor.Print(cmd.OutOrStdout(), checks)
@@ -187,7 +254,6 @@ daemon cannot run.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "the daemon's data directory (env WARREN_DATA_DIR)")
-	cmd.Flags().StringVar(&cfg.CgroupParent, "cgroup-parent", cfg.CgroupParent, "the daemon's cgroup parent (env WARREN_CGROUP_PARENT)")
+	cf = addConfigFlags(cmd, "data_dir", "cgroup_parent")
 	return cmd
 }

@@ -153,12 +153,30 @@ func newRunCommand(a *app) *cobra.Command {
 		Short: "Run one command in a fresh sandbox, destroyed afterwards",
 		Long: `Run one command in a fresh sandbox that is destroyed afterwards, print its
 stdout and stderr, and exit with its exit code. The words are run by a shell
-unless --argv is given, as with exec.`,
+unless --argv is given, as with exec: quote what the local shell must not
+split, or use --argv.
+
+With --image and no command at all, the image's own command runs: its OCI
+entrypoint followed by its cmd, as a program and its arguments.`,
 		Example: `  warren run -- uname -a
-  warren run --image python --memory 256 --argv -- python3 -V`,
+  warren run --image python:3.12-slim --memory 256 --argv -- python3 -c 'print(1)'
+  warren run --image python:3.12-slim -- 'python3 -c "print(1)"'
+  warren run --image hello`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			words, err := commandWords(cmd, args, 0)
-			if err != nil {
+			var words []string
+			var err error
+			if len(args) == 0 && image != "" && cmd.ArgsLenAtDash() < 0 {
+				// The image's own command.
+				img, err := a.client().GetImage(cmd.Context(), image)
+				if err != nil {
+					return fmt.Errorf("run: %w", err)
+				}
+				words = append(append(words, img.Entrypoint...), img.Cmd...)
+				if len(words) == 0 {
+					return fmt.Errorf("no command given, and image %s has no entrypoint or cmd: put one after --", image)
+				}
+				ef.argv = true
+			} else if words, err = commandWords(cmd, args, 0); err != nil {
 				return err
 			}
 			req, err := ef.request(a, words)

@@ -124,6 +124,10 @@ func newRootCommand(a *app) *cobra.Command {
 		newAuditCommand(a),
 		newMCPCommand(a),
 		newBenchCommand(a),
+		newWorkspaceCommand(a),
+		newSnapshotCommand(a),
+		newForkCommand(a),
+		newConfigCommand(a),
 	)
 	return root
 }

@@ -103,6 +103,9 @@ session.`,
 	f.DurationVar(&ttl, "ttl", 0, "delete the session after this long unused, such as 30m (default: the daemon's)")
 	f.DurationVar(&lifetime, "max-lifetime", 0, "delete the session this long after creation, used or not")
 	f.StringArrayVar(&labels, "label", nil, "label KEY=VALUE (repeatable)")
+	f.StringVar(&req.Workspace, "workspace", "", "workspace to mount at /workspace (see warren workspace)")
+	f.StringVar(&req.WorkspaceMode, "workspace-mode", "", "mount the workspace rw (default) or ro")
+	f.StringVar(&req.Snapshot, "snapshot", "", "snapshot to start from (see warren snapshot)")
 	f.BoolVar(&asJSON, "json", false, "print the session as JSON")
 	return cmd
 }

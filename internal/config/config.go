@@ -1,5 +1,3 @@
-// Package config holds the daemon's settings: embedded defaults, overridden
-// by WARREN_* environment variables, overridden by flags.
 package config
 
 import (
@@ -8,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -108,51 +105,8 @@ func Default() Config {
 		ShutdownGrace: 10 * time.Second,
 		Shutdown:      ShutdownKeep,
 		Session:       session.DefaultConfig(),
-		Auth:          Auth{RateLimit: 200, RateBurst: 400},
+		Auth:          Auth{JWTTenantClaim: "tenant", RateLimit: 200, RateBurst: 400},
 	}
-}
-
-// Setting is one environment-settable field.
-type Setting struct {
-	Env  string
-	Help string
-	set  func(c *Config, v string) error
-}
-
-// Settings lists the settings that environment variables can change.
-func Settings() []Setting {
-	return []Setting{
-		{"WARREN_LISTEN", "address to serve the API on (host:port)", func(c *Config, v string) error { c.Listen = v; return nil }},
-		{"WARREN_DATA_DIR", "directory for the database, images and sandboxes", func(c *Config, v string) error { c.DataDir = v; return nil }},
-		{"WARREN_CGROUP_PARENT", "cgroup under which sessions are placed", func(c *Config, v string) error { c.CgroupParent = v; return nil }},
-		{"WARREN_LOG_FORMAT", "json or text", func(c *Config, v string) error { c.LogFormat = v; return nil }},
-		{"WARREN_LOG_LEVEL", "debug, info, warn or error", func(c *Config, v string) error { c.LogLevel = v; return nil }},
-		{"WARREN_MAX_SESSIONS", "most sessions at once", func(c *Config, v string) error { return setInt(&c.Session.MaxSessions, v) }},
-		{"WARREN_JWT_SECRET_FILE", "file holding the HS256 secret of accepted JWTs", func(c *Config, v string) error { c.Auth.JWTSecretFile = v; return nil }},
-		{"WARREN_JWKS_URL", "URL of the JWKS of accepted RS256/ES256 JWTs", func(c *Config, v string) error { c.Auth.JWKSURL = v; return nil }},
-	}
-}
-
-func setInt(p *int, v string) error {
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return fmt.Errorf("%q is not a whole number", v)
-	}
-	*p = n
-	return nil
-}
-
-// ApplyEnv overrides c with the environment (getenv is os.Getenv in the
-// daemon).
-func (c *Config) ApplyEnv(getenv func(string) string) error {
-	for _, s := range Settings() {
-		if v := getenv(s.Env); v != "" {
-			if err := s.set(c, v); err != nil {
-				return fmt.Errorf("%s: %w", s.Env, err)
-			}
-		}
-	}
-	return nil
 }
 
 // Validate checks the configuration.
@@ -190,6 +144,58 @@ func (c *Config) Validate() error {
 	}
 	if c.Session.MaxSessions < 1 {
 		return fmt.Errorf("max sessions must be at least 1")
+	}
+	for _, s := range settings {
+		if !s.signed && isNegative(s.field(c)) {
+			return fmt.Errorf("%s (--%s) must not be negative", s.Key, s.Flag)
+		}
+	}
+	return c.checkDefaultsWithinMaxima()
+}
+
+func isNegative(p any) bool {
+	switch p := p.(type) {
+	case *int:
+		return *p < 0
+	case *int64:
+		return *p < 0
+	case *float64:
+		return *p < 0
+	case *time.Duration:
+		return *p < 0
+	}
+	return false
+}
+
+// checkDefaultsWithinMaxima refuses a session default above its maximum: a
+// session that asked for nothing could never be created. Zero stands for
+// the built-in value (session.DefaultConfig), as the manager reads it.
+func (c *Config) checkDefaultsWithinMaxima() error {
+	d := session.DefaultConfig()
+	or := func(v, def float64) float64 {
+		if v == 0 {
+			return def
+		}
+		return v
+	}
+	s, l, ml := &c.Session, &c.Session.DefaultLimits, &c.Session.MaxLimits
+	dl, dml := d.DefaultLimits, d.MaxLimits
+	for _, p := range []struct {
+		def, max string
+		v, m     float64
+	}{
+		{"session.idle_ttl", "session.max_idle_ttl", or(float64(s.DefaultIdleTTL), float64(d.DefaultIdleTTL)), or(float64(s.MaxIdleTTL), float64(d.MaxIdleTTL))},
+		{"session.lifetime", "session.max_lifetime", or(float64(s.DefaultMaxLifetime), float64(d.DefaultMaxLifetime)), or(float64(s.MaxLifetime), float64(d.MaxLifetime))},
+		{"session.exec_timeout", "session.max_exec_timeout", or(float64(s.DefaultTimeout), float64(d.DefaultTimeout)), or(float64(s.MaxTimeout), float64(d.MaxTimeout))},
+		{"session.exec_output_bytes", "session.max_exec_output_bytes", or(float64(s.DefaultMaxOutput), float64(d.DefaultMaxOutput)), or(float64(s.MaxOutput), float64(d.MaxOutput))},
+		{"session.default_limits.memory_mb", "session.max_limits.memory_mb", or(float64(l.MemoryMB), float64(dl.MemoryMB)), or(float64(ml.MemoryMB), float64(dml.MemoryMB))},
+		{"session.default_limits.cpus", "session.max_limits.cpus", or(l.CPUs, dl.CPUs), or(ml.CPUs, dml.CPUs)},
+		{"session.default_limits.pids", "session.max_limits.pids", or(float64(l.Pids), float64(dl.Pids)), or(float64(ml.Pids), float64(dml.Pids))},
+		{"session.default_limits.disk_mb", "session.max_limits.disk_mb", or(float64(l.DiskMB), float64(dl.DiskMB)), or(float64(ml.DiskMB), float64(dml.DiskMB))},
+	} {
+		if p.v > p.m {
+			return fmt.Errorf("%s must not be above %s", p.def, p.max)
+		}
 	}
 	return nil
 }

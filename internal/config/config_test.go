@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestApplyEnv(t *testing.T) {
@@ -47,6 +48,14 @@ func TestValidate(t *testing.T) {
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, "log format"},
 		{"log level", func(c *Config) { c.LogLevel = "loud" }, "log level"},
 		{"max sessions", func(c *Config) { c.Session.MaxSessions = 0 }, "max sessions"},
+		{"shutdown mode", func(c *Config) { c.Shutdown = "later" }, "shutdown"},
+		{"negative grace", func(c *Config) { c.ShutdownGrace = -time.Second }, "shutdown_grace (--shutdown-grace) must not be negative"},
+		{"negative tenant cap", func(c *Config) { c.Auth.TenantDefaults.MaxCPUs = -1 }, "tenant_defaults.max_cpus"},
+		{"negative min free disk turns the check off", func(c *Config) { c.Session.MinFreeDiskMB = -1 }, ""},
+		{"default memory above max", func(c *Config) { c.Session.DefaultLimits.MemoryMB = 32768 }, "session.default_limits.memory_mb must not be above session.max_limits.memory_mb"},
+		{"default idle ttl above built-in max", func(c *Config) { c.Session.DefaultIdleTTL = 8 * 24 * time.Hour; c.Session.MaxIdleTTL = 0 }, "session.idle_ttl"},
+		{"zero default under lowered max", func(c *Config) { c.Session.DefaultLimits.CPUs = 0; c.Session.MaxLimits.CPUs = 0.5 }, "session.default_limits.cpus"},
+		{"default equal to max", func(c *Config) { c.Session.DefaultTimeout = c.Session.MaxTimeout }, ""},
 	}
 	for _, tc := range tests {
 		c := Default()

@@ -12,8 +12,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/audit"
@@ -22,10 +24,12 @@ import (
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/httpapi"
 	"github.com/warrenhq/warren/internal/image"
+	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/quota"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
+	"github.com/warrenhq/warren/internal/workspace"
 )
 
 // Version is set at build time (-ldflags "-X ...daemon.Version=...").
@@ -49,6 +53,13 @@ type Daemon struct {
 	keep bool
 	// adminKey is the admin key this start created, "" if keys existed.
 	adminKey string
+	metrics  *metrics.Metrics
+	ready    *readiness
+	// stopping is set when Shutdown begins: /readyz answers 503 from then.
+	stopping atomic.Bool
+
+	// workspaces holds the workspaces' directories (layers.go).
+	workspaces *workspace.Store
 }
 
 // New prepares a daemon: it takes the data directory, opens the store and
@@ -59,9 +70,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 		return nil, err
 	}
 	d = &Daemon{cfg: cfg, log: log}
+	// The error returns set d to nil: release what this one holds.
+	held := d
 	defer func() {
 		if err != nil {
-			d.release()
+			held.release()
 		}
 	}()
 	// 0711: sandboxes' roots are unprivileged host users that must pass
@@ -117,6 +130,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 	d.manager = session.NewManager(cfg.Session, d.store, rt, d.images, log)
 	tenants := newTenantLimits(d.store, cfg.Auth.TenantDefaults)
 	d.manager.SetTenants(tenants)
+	if err := d.openLayers(); err != nil {
+		return nil, err
+	}
+	// The metrics hear of Recover's actions, so they come first.
+	d.metrics = metrics.New(prometheus.NewRegistry())
+	d.manager.SetObserver(d.metrics)
+	if err := d.metrics.WatchSessions(d.manager); err != nil {
+		return nil, err
+	}
+	d.ready = &readiness{store: d.store, cgroups: d.cgroups, manager: d.manager, stopping: &d.stopping}
 	if err := d.manager.Recover(ctx); err != nil {
 		return nil, err
 	}
@@ -157,6 +180,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 		Audit:         d.audit,
 		RateLimit:     cfg.Auth.RateLimit,
 		RateBurst:     cfg.Auth.RateBurst,
+		Metrics:       d.metrics.Handler(),
+		Ready:         d.ready.check,
 	})
 	d.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -188,6 +213,9 @@ func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
 
 // Manager returns the session manager (for tests and embedding).
 func (d *Daemon) Manager() *session.Manager { return d.manager }
+
+// Metrics returns the daemon's metrics, on a registry of their own.
+func (d *Daemon) Metrics() *metrics.Metrics { return d.metrics }
 
 // Handler returns the API handler.
 func (d *Daemon) Handler() http.Handler { return d.handler() }
@@ -224,6 +252,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 
 // Shutdown stops the daemon; it is safe to call more than once.
 func (d *Daemon) Shutdown() error {
+	d.stopping.Store(true)
 	d.log.Info("shutting down")
 	grace, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownGrace)
 	defer cancel()
@@ -251,6 +280,7 @@ func (d *Daemon) Shutdown() error {
 }
 
 func (d *Daemon) release() {
+	d.closeLayers()
 	if d.audit != nil {
 		d.audit.Close()
 		d.audit = nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,5 +143,42 @@ func TestRestartKeepsSessions(t *testing.T) {
 	// New sessions still work beside the adopted one.
 	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "new"}); err != nil {
 		t.Errorf("create after the restart: %v", err)
+	}
+}
+
+// TestReconcilerWhileRunning: debris that appears while the daemon runs (a
+// delete that failed half-way, say) goes on the reconciler's second pass;
+// live sessions are left alone.
+func TestReconcilerWhileRunning(t *testing.T) {
+	h := daemontest.Start(t, nil)
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "live"}); err != nil {
+		t.Fatal(err)
+	}
+	stray := filepath.Join(h.DataDir, "sessions", "deadbeefdeadbeef")
+	if err := os.MkdirAll(stray, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hier, err := cgroup.Detect(h.Config.CgroupParent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hier.NewSession("deadbeefdeadbeef", cgroup.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	m := h.Daemon.Manager()
+	m.Reconcile()
+	if _, err := os.Stat(stray); err != nil {
+		t.Fatalf("the first pass removed the debris already (it must look twice): %v", err)
+	}
+	m.Reconcile()
+	if _, err := os.Stat(stray); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stray directory after two passes: %v", err)
+	}
+	names, _ := hier.Sessions()
+	if slices.Contains(names, "deadbeefdeadbeef") {
+		t.Errorf("stray cgroup after two passes")
+	}
+	if res, err := h.Client.Exec(bg, "live", &api.ExecRequest{Command: "echo fine"}); err != nil || res.Stdout != "fine\n" {
+		t.Errorf("the live session after the reconciler: %+v, %v", res, err)
 	}
 }

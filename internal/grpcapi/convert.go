@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -13,11 +12,13 @@ import (
 	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/wire"
 )
 
 // The conversions below mirror httpapi's (toAPISession, toAPIResult,
-// toAPIProcess, toAPIEntry, textOf, utf8Chunker, signalName, parseSignal)
-// field for field, so that both transports say the same thing.
+// toAPIProcess, toAPIEntry) field for field, and take text, chunking and
+// signal names from internal/wire, so that the transports say the same
+// thing.
 
 func timestamp(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
@@ -119,56 +120,12 @@ func toExecResult(res *session.ExecResult) *warrenv1.ExecResult {
 		ShellRestarted: res.ShellRestarted,
 		OomKilled:      res.OOMKilled,
 	}
-	out.Stdout, out.StdoutBase64 = textOf(res.Stdout)
-	out.Stderr, out.StderrBase64 = textOf(res.Stderr)
+	out.Stdout, out.StdoutBase64 = wire.Text(res.Stdout)
+	out.Stderr, out.StderrBase64 = wire.Text(res.Stderr)
 	if res.Signal > 0 {
-		out.Signal = signalName(res.Signal)
+		out.Signal = wire.SignalName(res.Signal)
 	}
 	return out
-}
-
-// textOf returns b as text, and b itself when it is not valid UTF-8 (the
-// text then has U+FFFD in place of the invalid bytes).
-func textOf(b []byte) (text string, raw []byte) {
-	if utf8.Valid(b) {
-		return string(b), nil
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD"), b
-}
-
-// utf8Chunker turns a byte stream into chunks that never split a UTF-8
-// character: an incomplete character at a chunk's end waits for the next.
-type utf8Chunker struct{ pending []byte }
-
-// next returns the chunk for p as text, or as raw bytes when it is not
-// UTF-8.
-func (u *utf8Chunker) next(p []byte) (text string, raw []byte) {
-	data := append(u.pending, p...)
-	u.pending = nil
-	// Hold back a trailing incomplete character (at most 3 bytes).
-	cut := len(data)
-	for i := len(data) - 1; i >= 0 && i >= len(data)-3; i-- {
-		if utf8.RuneStart(data[i]) {
-			if !utf8.FullRune(data[i:]) {
-				cut = i
-			}
-			break
-		}
-	}
-	body := data[:cut]
-	if utf8.Valid(body) {
-		u.pending = append(u.pending, data[cut:]...)
-		return string(body), nil
-	}
-	// Not text anyway: send everything as it is.
-	return "", data
-}
-
-// flush returns what is still held back.
-func (u *utf8Chunker) flush() []byte {
-	b := u.pending
-	u.pending = nil
-	return b
 }
 
 func toProcess(in *session.ProcessInfo) *warrenv1.Process {
@@ -184,7 +141,7 @@ func toProcess(in *session.ProcessInfo) *warrenv1.Process {
 			out.EndedAt = timestamp(*in.EndedAt)
 		}
 		if in.Signal > 0 {
-			out.Signal = signalName(in.Signal)
+			out.Signal = wire.SignalName(in.Signal)
 		}
 	}
 	return out
@@ -224,24 +181,4 @@ func parseMode(v string) (uint32, error) {
 		return 0, errdefs.New(errdefs.ErrInvalidArgument, "mode %q: must be octal permission bits such as 0644", v)
 	}
 	return uint32(m), nil
-}
-
-func signalName(n int) string {
-	names := map[int]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM", 24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS"}
-	if s, ok := names[n]; ok {
-		return s
-	}
-	return "signal " + strconv.Itoa(n)
-}
-
-var signalNumbers = map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "USR1": 10, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20, "WINCH": 28}
-
-func parseSignal(v string) (int, error) {
-	if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 64 {
-		return n, nil
-	}
-	if n, ok := signalNumbers[strings.TrimPrefix(strings.ToUpper(v), "SIG")]; ok {
-		return n, nil
-	}
-	return 0, errdefs.New(errdefs.ErrInvalidArgument, "signal %q is not a signal name or number", v)
 }

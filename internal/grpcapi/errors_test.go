@@ -139,26 +139,3 @@ func TestMutatingProcedures(t *testing.T) {
 		t.Errorf("%d procedures, %d mutating; want 22 and 14: %v", len(m), writes, m)
 	}
 }
-
-func TestUTF8Chunker(t *testing.T) {
-	var u utf8Chunker
-	euro := []byte("€") // 3 bytes
-	var text string
-	for _, p := range [][]byte{[]byte("a"), euro[:1], euro[1:2], append(euro[2:], 'b')} {
-		s, raw := u.next(p)
-		if raw != nil {
-			t.Fatalf("valid UTF-8 went as bytes: %q", raw)
-		}
-		text += s
-	}
-	if text != "a€b" || u.flush() != nil {
-		t.Errorf("chunks joined to %q", text)
-	}
-	if s, raw := u.next([]byte{0xff, 'x'}); s != "" || string(raw) != "\xffx" {
-		t.Errorf("invalid bytes: %q %q", s, raw)
-	}
-	u.next(euro[:2])
-	if b := u.flush(); string(b) != string(euro[:2]) {
-		t.Errorf("flush of a cut character: %q", b)
-	}
-}

@@ -8,6 +8,7 @@ import (
 	warrenv1 "github.com/warrenhq/warren/api/gen/warren/v1"
 	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/wire"
 )
 
 // execs serves warren.v1.ExecService.
@@ -26,7 +27,7 @@ func (h execs) Exec(ctx context.Context, req *connect.Request[warrenv1.ExecReque
 // REST's server-sent events do.
 func (h execs) ExecStream(ctx context.Context, req *connect.Request[warrenv1.ExecStreamRequest], stream *connect.ServerStream[warrenv1.ExecStreamResponse]) error {
 	ereq := toExecRequest(req.Msg, stdinOf(req.Msg.GetInput()))
-	var chunkers [3]utf8Chunker
+	var chunkers [3]wire.Chunker
 	send := func(ch byte, text string, raw []byte) error {
 		if text == "" && len(raw) == 0 {
 			return nil
@@ -41,14 +42,14 @@ func (h execs) ExecStream(ctx context.Context, req *connect.Request[warrenv1.Exe
 		if ch != agentproto.ChanStdout && ch != agentproto.ChanStderr {
 			return nil
 		}
-		text, raw := chunkers[ch].next(p)
+		text, raw := chunkers[ch].Next(p)
 		return send(ch, text, raw)
 	})
 	if err != nil {
 		return err
 	}
 	for _, ch := range []byte{agentproto.ChanStdout, agentproto.ChanStderr} {
-		if err := send(ch, "", chunkers[ch].flush()); err != nil {
+		if err := send(ch, "", chunkers[ch].Flush()); err != nil {
 			return err
 		}
 	}

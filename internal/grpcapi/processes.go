@@ -9,6 +9,7 @@ import (
 	warrenv1 "github.com/warrenhq/warren/api/gen/warren/v1"
 	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/wire"
 )
 
 // processes serves warren.v1.ProcessService.
@@ -59,7 +60,7 @@ func (h processes) ProcessOutput(ctx context.Context, req *connect.Request[warre
 		case "exit":
 			ex := &warrenv1.ProcessExit{ExitCode: int32(ev.ExitCode)}
 			if ev.Signal > 0 {
-				ex.Signal = signalName(ev.Signal)
+				ex.Signal = wire.SignalName(ev.Signal)
 			}
 			return stream.Send(&warrenv1.ProcessOutputResponse{Event: &warrenv1.ProcessOutputResponse_Exit{Exit: ex}})
 		}
@@ -68,7 +69,7 @@ func (h processes) ProcessOutput(ctx context.Context, req *connect.Request[warre
 		if ev.Chan == agentproto.ChanStderr {
 			chunk.Stream = "stderr"
 		}
-		chunk.Text, chunk.Base64 = textOf(ev.Data)
+		chunk.Text, chunk.Base64 = wire.Text(ev.Data)
 		if chunk.Base64 != nil {
 			chunk.Text = ""
 		}
@@ -88,7 +89,7 @@ func (h processes) WriteStdin(ctx context.Context, req *connect.Request[warrenv1
 
 func (h processes) SignalProcess(ctx context.Context, req *connect.Request[warrenv1.SignalProcessRequest]) (*connect.Response[warrenv1.SignalProcessResponse], error) {
 	m := req.Msg
-	sig, err := parseSignal(m.GetSignal())
+	sig, err := wire.ParseSignal(m.GetSignal())
 	if err == nil {
 		err = h.s.m.SignalProcess(ctx, tenant(ctx), m.GetSessionId(), m.GetProcessId(), sig)
 	}

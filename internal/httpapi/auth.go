@@ -14,6 +14,7 @@ import (
 	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
 )
 
 // publicRoutes answer without credentials: probes and the API description.
@@ -65,13 +66,20 @@ func audited(method, pattern string) bool {
 }
 
 // Admit authenticates r and applies its caller's rate limit. The context
-// it returns carries the caller (IdentityOf) for the session manager calls
-// that follow. Other transports (gRPC, MCP) call it first and map its
-// errdefs-classified errors (unauthenticated; resource_exhausted with a
-// retry delay) to their own codes.
+// it returns carries the caller (IdentityOf) and the request id
+// (session.RequestID) for the session manager calls that follow. Other
+// transports (gRPC, MCP) call it first and map its errdefs-classified
+// errors (unauthenticated; resource_exhausted with a retry delay) to their
+// own codes.
 func (s *Server) Admit(r *http.Request) (context.Context, error) {
 	c := &call{id: noAuthIdentity}
 	ctx := context.WithValue(r.Context(), callKey{}, c)
+	if sv := servedOf(ctx); sv != nil {
+		sv.setCall(c)
+	} else if session.RequestID(ctx) == "" {
+		// Not seen by Observe: the manager's log lines still get an id.
+		ctx = session.WithRequestID(ctx, requestID(r))
+	}
 	if s.cfg.Auth != nil {
 		id, err := s.cfg.Auth.Authenticate(r.Context(), r)
 		if err != nil {
@@ -103,6 +111,9 @@ func (s *Server) Record(ctx context.Context, op, session, target string, err err
 	if id == nil {
 		id = &auth.Identity{}
 	}
+	if sv := servedOf(ctx); sv != nil && session != "" {
+		sv.setSession(session) // for the access log
+	}
 	rec := audit.Record{Time: start, Tenant: id.Tenant, KeyID: id.KeyID, Subject: id.Subject, Session: session,
 		Op: op, Target: target, Status: http.StatusOK, Outcome: "ok", DurationMs: float64(time.Since(start).Microseconds()) / 1000}
 	if err != nil {
@@ -110,7 +121,7 @@ func (s *Server) Record(ctx context.Context, op, session, target string, err err
 		rec.Status, rec.Outcome = statusOf(c), c.String()
 	}
 	if err := s.cfg.Audit.Record(rec); err != nil {
-		s.log.Error("audit record lost", "op", op, "error", err)
+		s.log.Error("audit record lost", "op", op, "request_id", reqID(ctx), "error", err)
 	}
 }
 
@@ -120,6 +131,13 @@ func (s *Server) serveAuthenticated(w http.ResponseWriter, r *http.Request, patt
 	ctx, err := s.Admit(r)
 	r = r.WithContext(ctx)
 	c := callOf(r)
+	defer func() {
+		// The session the path names, for the access log; the mux has set
+		// the path values on r by now.
+		if sv := servedOf(ctx); sv != nil && r.PathValue("id") != "" {
+			sv.setSession(r.PathValue("id"))
+		}
+	}()
 	if err != nil {
 		if errdefs.Is(err, errdefs.ErrUnauthenticated) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
@@ -178,7 +196,7 @@ func (s *Server) audit(r *http.Request, pattern string, c *call, status int, sta
 		}
 	}
 	if err := s.cfg.Audit.Record(rec); err != nil {
-		s.log.Error("audit record lost", "op", pattern, "error", err)
+		s.log.Error("audit record lost", "op", pattern, "request_id", reqID(r.Context()), "error", err)
 	}
 }
 

@@ -48,7 +48,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	msg := err.Error()
 	if c == errdefs.ErrInternal {
-		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "error", err)
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "request_id", reqID(r.Context()), "error", err)
 	}
 	if d, ok := errdefs.RetryAfter(err); ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(max(1, d.Seconds()))))

@@ -3,13 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/wire"
 )
 
 // sse writes server-sent events. Headers go out with the first event, so an
@@ -70,43 +69,6 @@ func (e *sse) event(name, id string, v any) error {
 	return e.rc.Flush()
 }
 
-// utf8Chunker turns a byte stream into chunks that never split a UTF-8
-// character: an incomplete character at a chunk's end waits for the next.
-type utf8Chunker struct{ pending []byte }
-
-// next returns the chunk for p as text, or as base64 when it is not UTF-8.
-func (u *utf8Chunker) next(p []byte) (text, b64 string) {
-	data := append(u.pending, p...)
-	u.pending = nil
-	// Hold back a trailing incomplete character (at most 3 bytes).
-	cut := len(data)
-	for i := len(data) - 1; i >= 0 && i >= len(data)-3; i-- {
-		if utf8.RuneStart(data[i]) {
-			if !utf8.FullRune(data[i:]) {
-				cut = i
-			}
-			break
-		}
-	}
-	body := data[:cut]
-	if utf8.Valid(body) {
-		u.pending = append(u.pending, data[cut:]...)
-		return string(body), ""
-	}
-	// Not text anyway: send everything as it is.
-	return "", base64.StdEncoding.EncodeToString(data)
-}
-
-// flush returns what is still held back.
-func (u *utf8Chunker) flush() (b64 string) {
-	if len(u.pending) == 0 {
-		return ""
-	}
-	b := u.pending
-	u.pending = nil
-	return base64.StdEncoding.EncodeToString(b)
-}
-
 func chunkOf(text, b64 string) api.OutputChunk {
 	return api.OutputChunk{Text: text, Base64: b64}
 }
@@ -115,13 +77,14 @@ func chunkOf(text, b64 string) api.OutputChunk {
 // they are produced, then exit.
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *session.ExecRequest) {
 	e := newSSE(w)
-	var chunkers [3]utf8Chunker
+	var chunkers [3]wire.Chunker
 	names := [3]string{"", "stdout", "stderr"}
 	send := func(ch byte, p []byte) error {
 		if ch != agentproto.ChanStdout && ch != agentproto.ChanStderr {
 			return nil
 		}
-		text, b64 := chunkers[ch].next(p)
+		text, raw := chunkers[ch].Next(p)
+		b64 := wire.Base64(raw)
 		if text == "" && b64 == "" {
 			return nil
 		}
@@ -138,28 +101,11 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *sessio
 		return
 	}
 	for _, ch := range []byte{agentproto.ChanStdout, agentproto.ChanStderr} {
-		if b64 := chunkers[ch].flush(); b64 != "" {
+		if b64 := wire.Base64(chunkers[ch].Flush()); b64 != "" {
 			e.event(names[ch], "", api.OutputChunk{Base64: b64})
 		}
 	}
 	e.event("exit", "", toAPIResult(res))
-}
-
-func toAPIProcess(in *session.ProcessInfo) api.Process {
-	out := api.Process{
-		ID: in.ID, Command: in.Command, Argv: in.Argv, TTY: in.TTY, State: "running", Pid: in.Pid,
-		StartedAt: in.StartedAt, OutputBytes: in.OutputBytes, OutputStart: in.OutputStart,
-	}
-	if !in.Running {
-		out.State = "exited"
-		code := in.ExitCode
-		out.ExitCode = &code
-		out.EndedAt = in.EndedAt
-		if in.Signal > 0 {
-			out.Signal = signalName(in.Signal)
-		}
-	}
-	return out
 }
 
 func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
@@ -207,18 +153,6 @@ func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-var signalNumbers = map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "USR1": 10, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20, "WINCH": 28}
-
-func parseSignal(v string) (int, error) {
-	if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 64 {
-		return n, nil
-	}
-	if n, ok := signalNumbers[strings.TrimPrefix(strings.ToUpper(v), "SIG")]; ok {
-		return n, nil
-	}
-	return 0, errdefs.New(errdefs.ErrInvalidArgument, "signal %q is not a signal name or number", v)
 }
 
 func (s *Server) signalProcess(w http.ResponseWriter, r *http.Request) {

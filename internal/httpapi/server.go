@@ -14,23 +14,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/warrenhq/warren/api"
-	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/errdefs"
-	"github.com/warrenhq/warren/internal/image"
 	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/wire"
 )
-
-// Images is what the API needs of the image store.
-type Images interface {
-	List() ([]*image.Image, error)
-	ImportTar(ctx context.Context, name string, r io.Reader) (*image.Image, error)
-}
 
 // Config configures a Server.
 type Config struct {
@@ -57,6 +50,13 @@ type Config struct {
 	// RateBurst; 0 for no limit.
 	RateLimit float64
 	RateBurst int
+	// Metrics, if set, serves GET /metrics (to admins only: the metrics
+	// name tenants).
+	Metrics http.Handler
+	// Ready, if set, says whether the daemon can take new work: /readyz
+	// answers 503 with its error's message while it returns one. Without
+	// it /readyz checks only that the manager is not closing.
+	Ready func(ctx context.Context) error
 }
 
 // Server is the REST API.
@@ -73,6 +73,18 @@ type route struct {
 	method, pattern string
 	h               http.HandlerFunc
 }
+
+// The encodings every transport shares (internal/wire).
+var (
+	toLimits     = wire.Limits
+	toAPISession = wire.Session
+	toAPIProcess = wire.Process
+	signalName   = wire.SignalName
+	parseSignal  = wire.ParseSignal
+	toAPIResult  = wire.Result
+	toAPIEntry   = wire.Entry
+	textOf       = wire.TextBase64
+)
 
 // DefaultTenant is the tenant of every caller when authentication is off.
 const DefaultTenant = "default"
@@ -115,6 +127,21 @@ func New(cfg Config) *Server {
 		{"GET", "/v1/sessions/{id}/shell", s.shell},
 		{"GET", "/v1/images", s.listImages},
 		{"POST", "/v1/images", s.importImage},
+		{"GET", "/v1/images/{name}", s.getImage},
+		{"DELETE", "/v1/images/{name}", s.deleteImage},
+		{"POST", "/v1/images/pull", s.pullImage},
+		{"POST", "/v1/images/prune", s.pruneImages},
+		{"POST", "/v1/workspaces", s.createWorkspace},
+		{"GET", "/v1/workspaces", s.listWorkspaces},
+		{"GET", "/v1/workspaces/{name}", s.getWorkspace},
+		{"DELETE", "/v1/workspaces/{name}", s.deleteWorkspace},
+		{"POST", "/v1/sessions/{id}/snapshot", s.snapshotSession},
+		{"POST", "/v1/sessions/{id}/fork", s.forkSession},
+		{"GET", "/v1/snapshots", s.listSnapshots},
+		{"GET", "/v1/snapshots/{name}", s.getSnapshot},
+		{"DELETE", "/v1/snapshots/{name}", s.deleteSnapshot},
+		{"GET", "/v1/snapshots/{name}/export", s.exportSnapshot},
+		{"PUT", "/v1/snapshots/{name}/import", s.importSnapshot},
 		{"GET", "/v1/stats", s.stats},
 		{"POST", "/v1/keys", s.createKey},
 		{"GET", "/v1/keys", s.listKeys},
@@ -127,6 +154,7 @@ func New(cfg Config) *Server {
 		{"GET", "/v1/audit", s.queryAudit},
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.readyz},
+		{"GET", "/metrics", s.metrics},
 		{"GET", "/openapi.yaml", s.openapiYAML},
 		{"GET", "/openapi.json", s.openapiJSON},
 	}
@@ -146,22 +174,26 @@ func (s *Server) Routes() []string {
 	return out
 }
 
-// Handler is the API with its middleware: panics become 500 envelopes,
-// unknown paths and wrong methods get the envelope too, and every route but
-// the probes and the API description authenticates its caller, applies the
+// Handler is the API with its middleware: every request gets a request id
+// and an access-log line (Observe), panics become 500 envelopes, unknown
+// paths and wrong methods get the envelope too, and every route but the
+// probes and the API description authenticates its caller, applies the
 // caller's rate limit and records mutating calls in the audit log.
 func (s *Server) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.Observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "request_id", reqID(r.Context()), "panic", v, "stack", string(debug.Stack()))
 				s.writeError(w, r, errdefs.New(errdefs.ErrInternal, "internal error"))
 			}
 		}()
 		_, pattern := s.mux.Handler(r)
+		if sv := servedOf(r.Context()); sv != nil {
+			sv.setRoute(pattern)
+		}
 		switch {
 		case pattern == "":
 			s.noRoute(w, r)
@@ -170,7 +202,7 @@ func (s *Server) Handler() http.Handler {
 		default:
 			s.serveAuthenticated(w, r, pattern)
 		}
-	})
+	}))
 }
 
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
@@ -193,37 +225,6 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 }
 
-func toLimits(l *api.Limits) session.Limits {
-	if l == nil {
-		return session.Limits{}
-	}
-	return session.Limits{MemoryMB: l.MemoryMB, CPUs: l.CPUs, Pids: l.Pids, DiskMB: l.DiskMB}
-}
-
-func toAPISession(in *session.Info) api.Session {
-	out := api.Session{
-		ID:         in.ID,
-		Image:      in.Image,
-		State:      string(in.State),
-		CreatedAt:  in.CreatedAt,
-		LastUsedAt: in.LastUsedAt,
-		ExpiresAt:  in.ExpiresAt(),
-		Cwd:        in.Cwd,
-		Limits:     api.Limits{MemoryMB: in.Limits.MemoryMB, CPUs: in.Limits.CPUs, Pids: in.Limits.Pids, DiskMB: in.Limits.DiskMB},
-		Network:    in.Network,
-		Labels:     in.Labels,
-		Reason:     in.Reason,
-		User:       in.User,
-	}
-	if out.User == "" {
-		out.User = "root"
-	}
-	if in.Usage != nil {
-		out.Usage = &api.Usage{MemoryBytes: in.Usage.MemoryBytes, Pids: in.Usage.Pids, CPUSeconds: in.Usage.CPUSeconds, DiskBytes: in.Usage.DiskBytes}
-	}
-	return out
-}
-
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateSessionRequest
 	if err := decodeJSON(r, &req, s.cfg.MaxJSONBytes, true); err != nil {
@@ -243,6 +244,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		MaxLifetime: time.Duration(req.MaxLifetimeSeconds) * time.Second,
 		Labels:      req.Labels,
 		User:        req.User,
+
+		Workspace:     req.Workspace,
+		WorkspaceMode: req.WorkspaceMode,
+		Snapshot:      req.Snapshot,
 	})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -335,32 +340,6 @@ func toExecRequest(req *api.ExecRequest) (*session.ExecRequest, error) {
 	return out, nil
 }
 
-// toAPIResult encodes output as text, with the exact bytes in base64 beside
-// it when they are not valid UTF-8.
-func toAPIResult(res *session.ExecResult) api.ExecResult {
-	out := api.ExecResult{
-		ExitCode:       res.ExitCode,
-		DurationMs:     float64(res.Duration.Microseconds()) / 1000,
-		TimedOut:       res.TimedOut,
-		Truncated:      res.Truncated,
-		ShellRestarted: res.ShellRestarted,
-		OOMKilled:      res.OOMKilled,
-	}
-	out.Stdout, out.StdoutBase64 = textOf(res.Stdout)
-	out.Stderr, out.StderrBase64 = textOf(res.Stderr)
-	if res.Signal > 0 {
-		out.Signal = signalName(res.Signal)
-	}
-	return out
-}
-
-func textOf(b []byte) (text, b64 string) {
-	if utf8.Valid(b) {
-		return string(b), ""
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD"), base64.StdEncoding.EncodeToString(b)
-}
-
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	var req api.ExecRequest
 	if err := decodeJSON(r, &req, s.cfg.MaxJSONBytes, false); err != nil {
@@ -413,18 +392,6 @@ func pathParam(r *http.Request) (string, error) {
 		return "", badQuery("path", p, "must not contain NUL")
 	}
 	return p, nil
-}
-
-func toAPIEntry(e *agentproto.Entry) api.FileEntry {
-	return api.FileEntry{
-		Name:   e.Name,
-		Path:   e.Path,
-		Type:   e.Type,
-		Size:   e.Size,
-		Mode:   fmt.Sprintf("%04o", e.Mode),
-		MTime:  e.MTime,
-		Target: e.Target,
-	}
 }
 
 func (s *Server) download(w http.ResponseWriter, r *http.Request, contentType string, open func(path string) (*session.Download, error)) {
@@ -589,37 +556,6 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toAPIEntry(e))
 }
 
-func toAPIImage(im *image.Image) api.Image {
-	return api.Image{Name: im.Name, Digest: im.Digest, Size: im.Size, CreatedAt: im.CreatedAt}
-}
-
-func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
-	ims, err := s.cfg.Images.List()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out := api.ImageList{Images: make([]api.Image, 0, len(ims))}
-	for _, im := range ims {
-		out.Images = append(out.Images, toAPIImage(im))
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
-	name := r.URL.Query().Get("name")
-	if name == "" {
-		s.writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "query parameter name is required"))
-		return
-	}
-	im, err := s.cfg.Images.ImportTar(r.Context(), name, http.MaxBytesReader(w, r.Body, s.cfg.MaxImageBytes))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, toAPIImage(im))
-}
-
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Stats{
 		Sessions:    len(s.m.List(r.Context(), tenant(r))),
@@ -629,13 +565,48 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// healthz answers 200 while the process serves, with the build it runs:
+// the version the daemon was given (Config.Version) and the commit go build
+// stamped into the binary ("unknown" without one).
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.cfg.Version, "commit": buildCommit()})
 }
 
+// buildCommit is the binary's vcs.revision, with "-dirty" if it was built
+// from a modified tree.
+var buildCommit = sync.OnceValue(func() string {
+	commit, dirty := "unknown", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, kv := range bi.Settings {
+			switch {
+			case kv.Key == "vcs.revision" && kv.Value != "":
+				commit = kv.Value
+			case kv.Key == "vcs.modified" && kv.Value == "true":
+				dirty = "-dirty"
+			}
+		}
+	}
+	if commit == "unknown" {
+		return commit
+	}
+	return commit + dirty
+})
+
+// readyz answers 200 while the daemon can take new work, else 503 with
+// the reason; healthz answers 200 as long as the process serves at all.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if !s.m.Ready() {
-		s.writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "the daemon is shutting down"))
+	var err error
+	switch {
+	case !s.m.Ready():
+		err = errdefs.New(errdefs.ErrUnavailable, "the daemon is shutting down")
+	case s.cfg.Ready != nil:
+		err = s.cfg.Ready(r.Context())
+	}
+	if err != nil {
+		if !errdefs.Is(err, errdefs.ErrUnavailable) {
+			err = errdefs.New(errdefs.ErrUnavailable, "not ready: %w", err)
+		}
+		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -654,12 +625,4 @@ func (s *Server) openapiJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(b)
-}
-
-func signalName(n int) string {
-	names := map[int]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM", 24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS"}
-	if s, ok := names[n]; ok {
-		return s
-	}
-	return "signal " + strconv.Itoa(n)
 }

@@ -161,7 +161,7 @@ func (s *Store) EnsureBase() (*Image, error) {
 		return nil, fmt.Errorf("build base image: %w", err)
 	}
 	cfg := config{HostDirs: hostDirs, Env: baseEnv, WorkingDir: baseWorkingDir}
-	return s.commit(ctx, BaseName, work, cfg)
+	return s.commit(ctx, BaseName, work, cfg, provenance{Source: "host", Layers: 1})
 }
 
 // buildBase writes the base skeleton into rootfs, which must not exist,

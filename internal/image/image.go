@@ -67,6 +67,29 @@ type Image struct {
 	WorkingDir string
 	// Shell is the session shell; "" means auto-detect (bash, else sh).
 	Shell string
+	// User is the user the image's processes run as when a session names
+	// none ("" is root): a name of the image's /etc/passwd, "uid" or
+	// "uid:gid", as the image's config said.
+	User string
+	// Entrypoint and Cmd are the image's default command, as its config
+	// said; warren runs them only when asked to (see docs/IMAGES.md).
+	Entrypoint []string
+	Cmd        []string
+	// Source says where the content came from when it was first stored:
+	// "host" (the base image), "rootfs" (a tar or directory), "oci-layout",
+	// "docker-archive" or, for a pull, the fully qualified reference.
+	Source string
+	// RepoDigest is the registry's name of the pulled manifest,
+	// "<repository>@sha256:<hex>"; "" for anything not pulled.
+	RepoDigest string
+	// ImageID is the digest of the OCI image config the content was
+	// flattened from; "" for a plain rootfs.
+	ImageID string
+	// Platform is "os/arch[/variant]" of an OCI image; "" if unknown.
+	Platform string
+	// Layers is the number of layers flattened into the rootfs (1 for a
+	// plain rootfs).
+	Layers int
 }
 
 // config is the part of an image's metadata that is not the tree. It is
@@ -77,6 +100,20 @@ type config struct {
 	Env        []string `json:"env,omitempty"`
 	WorkingDir string   `json:"working_dir,omitempty"`
 	Shell      string   `json:"shell,omitempty"`
+	User       string   `json:"user,omitempty"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
+}
+
+// provenance is where a blob's content came from. It is recorded when the
+// content is first stored and is not part of the digest: the same tree and
+// config from another source is the same content.
+type provenance struct {
+	Source     string `json:"source,omitempty"`
+	RepoDigest string `json:"repo_digest,omitempty"`
+	ImageID    string `json:"image_id,omitempty"`
+	Platform   string `json:"platform,omitempty"`
+	Layers     int    `json:"layers,omitempty"`
 }
 
 // metadata is the content of a blob's image.json.
@@ -85,6 +122,7 @@ type metadata struct {
 	Size      int64     `json:"size"`
 	CreatedAt time.Time `json:"created_at"`
 	config
+	provenance
 }
 
 // importConfig is the config of every imported image: a plain rootfs has
@@ -96,6 +134,7 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // Store is the on-disk image store:
 //
 //	<dir>/names.json                     name -> digest, rewritten atomically
+//	<dir>/leases.json                    holder -> digest (see Acquire)
 //	<dir>/blobs/sha256-<hex>/rootfs/     an immutable rootfs
 //	<dir>/blobs/sha256-<hex>/image.json  its metadata
 //	<dir>/tmp/                           imports in progress, emptied by Open
@@ -118,21 +157,25 @@ type Store struct {
 	// host is the host's root directory, "/" except in tests of EnsureBase.
 	host string
 
-	// mu guards names and every change below blobs/ and of names.json.
-	mu    sync.Mutex
-	names map[string]string // name -> digest
+	// mu guards names, leases and every change below blobs/, of
+	// names.json and of leases.json.
+	mu     sync.Mutex
+	names  map[string]string // name -> digest
+	leases map[string]string // holder -> digest
 }
 
 // badPathChars are the characters overlayfs mount options cannot carry.
 var badPathChars = regexp.MustCompile(`[,:\\\x00\n]`)
 
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?$`)
 
 // ValidName returns an errdefs.ErrInvalidArgument error unless name is a
-// valid image name: ^[a-z0-9][a-z0-9._-]{0,127}$.
+// valid image name: a repository-like part ^[a-z0-9][a-z0-9._-]{0,127}$,
+// optionally followed by ":" and a tag of at most 128 letters, digits, '.',
+// '_' and '-' that does not start with '.' or '-' ("python:3.12-slim").
 func ValidName(name string) error {
 	if !validName.MatchString(name) {
-		return errdefs.New(errdefs.ErrInvalidArgument, "invalid image name %q: want lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 128 characters", name)
+		return errdefs.New(errdefs.ErrInvalidArgument, "invalid image name %q: want lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 128 characters, optionally followed by :TAG", name)
 	}
 	return nil
 }
@@ -155,6 +198,7 @@ func Open(dir string) (*Store, error) {
 		MaxImportEntries: DefaultMaxImportEntries,
 		host:             "/",
 		names:            map[string]string{},
+		leases:           map[string]string{},
 	}
 	for _, d := range []string{abs, s.blobsDir(), s.tmpDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -176,6 +220,7 @@ func Open(dir string) (*Store, error) {
 	if err := s.loadNames(); err != nil {
 		return nil, err
 	}
+	s.loadLeases()
 	return s, nil
 }
 
@@ -314,6 +359,10 @@ func (s *Store) load(name, digest string) (*Image, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("read image %q metadata: %w", name, err)
 	}
+	layers := m.Layers
+	if layers == 0 {
+		layers = 1 // stored before layers were counted: a plain rootfs
+	}
 	return &Image{
 		Name:       name,
 		Digest:     m.Digest,
@@ -324,6 +373,14 @@ func (s *Store) load(name, digest string) (*Image, error) {
 		Env:        m.Env,
 		WorkingDir: m.WorkingDir,
 		Shell:      m.Shell,
+		User:       m.User,
+		Entrypoint: m.Entrypoint,
+		Cmd:        m.Cmd,
+		Source:     m.Source,
+		RepoDigest: m.RepoDigest,
+		ImageID:    m.ImageID,
+		Platform:   m.Platform,
+		Layers:     layers,
 	}, nil
 }
 
@@ -350,12 +407,17 @@ func (s *Store) Remove(name string) error {
 	return nil
 }
 
-// GC deletes the content that no name points to and that inUse reports as
-// unused (inUse may be nil: nothing is in use). It returns how many blobs
-// it removed. inUse is called with the store locked and must not call back
-// into the Store; the caller must make sure that no session starts from an
-// unnamed digest while GC runs.
+// GC deletes the content that no name points to, no lease holds (see
+// Acquire) and inUse reports as unused (inUse may be nil: nothing else is
+// in use). It returns how many blobs it removed. inUse is called with the
+// store locked and must not call back into the Store.
 func (s *Store) GC(inUse func(digest string) bool) (removed int, err error) {
+	digests, _, err := s.gc(inUse)
+	return len(digests), err
+}
+
+// gc is GC that also returns the digests it removed and their sizes.
+func (s *Store) gc(inUse func(digest string) bool) (removed []string, bytes int64, err error) {
 	var doomed []string
 	defer func() {
 		// Deleting happens outside the lock: the blobs were moved to tmp/,
@@ -368,33 +430,44 @@ func (s *Store) GC(inUse func(digest string) bool) (removed int, err error) {
 	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	named := map[string]bool{}
+	kept := map[string]bool{}
 	for _, d := range s.names {
-		named[d] = true
+		kept[d] = true
+	}
+	for _, d := range s.leases {
+		kept[d] = true
 	}
 	ents, err := os.ReadDir(s.blobsDir())
 	if err != nil {
-		return 0, fmt.Errorf("image gc: %w", err)
+		return nil, 0, fmt.Errorf("image gc: %w", err)
 	}
 	for _, e := range ents {
 		digest := strings.Replace(e.Name(), "-", ":", 1)
-		if !digestRE.MatchString(digest) || named[digest] {
+		if !digestRE.MatchString(digest) || kept[digest] {
 			continue
 		}
 		if inUse != nil && inUse(digest) {
 			continue
 		}
+		var size int64
+		if b, err := os.ReadFile(filepath.Join(s.blobsDir(), e.Name(), "image.json")); err == nil {
+			var m metadata
+			if json.Unmarshal(b, &m) == nil {
+				size = m.Size
+			}
+		}
 		dst, err := os.MkdirTemp(s.tmpDir(), "gc-*")
 		if err != nil {
-			return removed, fmt.Errorf("image gc: %w", err)
+			return removed, bytes, fmt.Errorf("image gc: %w", err)
 		}
 		doomed = append(doomed, dst)
 		if err := os.Rename(filepath.Join(s.blobsDir(), e.Name()), filepath.Join(dst, "blob")); err != nil {
-			return removed, fmt.Errorf("image gc: %w", err)
+			return removed, bytes, fmt.Errorf("image gc: %w", err)
 		}
-		removed++
+		removed = append(removed, digest)
+		bytes += size
 	}
-	return removed, nil
+	return removed, bytes, nil
 }
 
 // ImportDir imports the directory tree src as the image called name. It
@@ -407,10 +480,13 @@ func (s *Store) ImportDir(ctx context.Context, name, src string) (*Image, error)
 	if err := checkImportName(name); err != nil {
 		return nil, err
 	}
-	return s.importWith(ctx, name, func(ctx context.Context, rootfs string) error {
+	return s.importWith(ctx, name, importConfig, rootfsProvenance, func(ctx context.Context, rootfs string) error {
 		return s.copyTree(ctx, src, rootfs)
 	})
 }
+
+// rootfsProvenance is the provenance of a plain rootfs.
+var rootfsProvenance = provenance{Source: "rootfs", Layers: 1}
 
 func checkImportName(name string) error {
 	if err := ValidName(name); err != nil {
@@ -423,8 +499,8 @@ func checkImportName(name string) error {
 }
 
 // importWith runs fill on a fresh rootfs directory under tmp/ and, if it
-// succeeds, stores the result as name with the import config.
-func (s *Store) importWith(ctx context.Context, name string, fill func(ctx context.Context, rootfs string) error) (*Image, error) {
+// succeeds, stores the result as name with cfg.
+func (s *Store) importWith(ctx context.Context, name string, cfg config, prov provenance, fill func(ctx context.Context, rootfs string) error) (*Image, error) {
 	work, err := os.MkdirTemp(s.tmpDir(), "import-*")
 	if err != nil {
 		return nil, fmt.Errorf("import image %q: %w", name, err)
@@ -440,18 +516,18 @@ func (s *Store) importWith(ctx context.Context, name string, fill func(ctx conte
 	if err := fill(ctx, rootfs); err != nil {
 		return nil, fmt.Errorf("import image %q: %w", name, err)
 	}
-	return s.commit(ctx, name, work, importConfig)
+	return s.commit(ctx, name, work, cfg, prov)
 }
 
 // commit digests work/rootfs with cfg, moves work into blobs/ (or drops it
 // if that content is stored already) and points name at it. work is gone
 // or moved when commit returns.
-func (s *Store) commit(ctx context.Context, name, work string, cfg config) (*Image, error) {
+func (s *Store) commit(ctx context.Context, name, work string, cfg config, prov provenance) (*Image, error) {
 	digest, size, err := digestTree(ctx, filepath.Join(work, "rootfs"), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", name, err)
 	}
-	m := metadata{Digest: digest, Size: size, CreatedAt: time.Now().UTC(), config: cfg}
+	m := metadata{Digest: digest, Size: size, CreatedAt: time.Now().UTC(), config: cfg, provenance: prov}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err

@@ -54,10 +54,30 @@ func (s *Store) ImportTar(ctx context.Context, name string, r io.Reader) (*Image
 	if err := checkImportName(name); err != nil {
 		return nil, err
 	}
-	return s.importWith(ctx, name, func(ctx context.Context, rootfs string) error {
-		return s.untar(ctx, r, rootfs)
+	return s.importWith(ctx, name, importConfig, rootfsProvenance, func(ctx context.Context, rootfs string) error {
+		return s.untar(ctx, r, rootfs, modeRootfs)
 	})
 }
+
+// untarMode is the kind of archive the unpacker takes. Every mode has the
+// same guards (see ImportTar); they differ in what an archive may hold.
+type untarMode int
+
+const (
+	// modeRootfs is a flat rootfs tar, plain or gzip-compressed. A later
+	// entry for a path replaces an earlier one, as tar does.
+	modeRootfs untarMode = iota
+	// modeLayers is the stream of an image's layers flattened by
+	// mutate.Extract: uncompressed, the topmost layer first, whiteouts
+	// already applied. The first entry for a path wins (a later one comes
+	// from a lower layer, or is below a directory an upper layer made),
+	// and a hard link may come before its target, which a lower layer
+	// brings: it is made at the end.
+	modeLayers
+	// modePlain holds only directories and regular files: an OCI image
+	// layout, whose files the daemon reads back.
+	modePlain
+)
 
 // ctxReader fails reads once ctx is done and after limit bytes.
 type ctxReader struct {
@@ -92,6 +112,7 @@ type dirMeta struct {
 
 type untarrer struct {
 	root       *os.Root
+	mode       untarMode
 	maxBytes   int64
 	maxEntries int
 	bytes      int64
@@ -100,9 +121,11 @@ type untarrer struct {
 	dirBytes   int
 	// lastParent is the parent directory makeParent last made sure of.
 	lastParent string
+	// links are the hard links whose target was not there yet (modeLayers).
+	links []*tar.Header
 }
 
-func (s *Store) untar(ctx context.Context, r io.Reader, rootfs string) error {
+func (s *Store) untar(ctx context.Context, r io.Reader, rootfs string, mode untarMode) error {
 	maxBytes, maxEntries := s.maxImportBytes(), s.maxImportEntries()
 	streamLimit := int64(math.MaxInt64)
 	if maxBytes < math.MaxInt64/2 && int64(maxEntries) < math.MaxInt64/(2*maxHeaderBytes) {
@@ -111,7 +134,7 @@ func (s *Store) untar(ctx context.Context, r io.Reader, rootfs string) error {
 	}
 	br := bufio.NewReader(&ctxReader{ctx: ctx, r: r, limit: math.MaxInt64})
 	var in io.Reader = br
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+	if magic, _ := br.Peek(2); mode != modeLayers && len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return errdefs.New(errdefs.ErrInvalidArgument, "malformed gzip stream: %w", err)
@@ -128,7 +151,7 @@ func (s *Store) untar(ctx context.Context, r io.Reader, rootfs string) error {
 		return err
 	}
 	defer root.Close()
-	u := &untarrer{root: root, maxBytes: maxBytes, maxEntries: maxEntries, dirs: map[string]int{}}
+	u := &untarrer{root: root, mode: mode, maxBytes: maxBytes, maxEntries: maxEntries, dirs: map[string]int{}}
 	tr := tar.NewReader(in)
 	for n := 1; ; n++ {
 		hdr, err := tr.Next()
@@ -144,6 +167,9 @@ func (s *Store) untar(ctx context.Context, r io.Reader, rootfs string) error {
 		if err := u.entry(hdr, tr); err != nil {
 			return err
 		}
+	}
+	if err := u.finishLinks(); err != nil {
+		return err
 	}
 	return u.finishDirs()
 }
@@ -200,6 +226,24 @@ func (u *untarrer) entry(hdr *tar.Header, data io.Reader) error {
 		return errdefs.New(errdefs.ErrInvalidArgument, "archive entry %q: bad owner %d:%d", hdr.Name, hdr.Uid, hdr.Gid)
 	}
 	mode := tarMode(hdr.Mode)
+	if u.mode == modePlain && hdr.Typeflag != tar.TypeDir && hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
+		return errdefs.New(errdefs.ErrInvalidArgument, "archive entry %q: only directories and regular files are allowed here", hdr.Name)
+	}
+	if u.mode == modeLayers && name != "." {
+		// The first entry for a path wins: what is there came from an
+		// upper layer. A directory entry still gives an existing
+		// directory its owner and mode (an upper layer's entries below
+		// it made it, with defaults).
+		_, err := u.root.Lstat(name)
+		switch {
+		case errors.Is(err, unix.ENOTDIR):
+			return nil // below something an upper layer made a non-directory
+		case err == nil && hdr.Typeflag != tar.TypeDir:
+			return nil
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return fsErr(name, err)
+		}
+	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return u.dir(name, hdr, mode)
@@ -268,6 +312,21 @@ func (u *untarrer) makeParent(name string) error {
 	return nil
 }
 
+// taken reports whether something is at name already, or a parent of
+// name is not a directory: in modeLayers, an upper layer decided what is
+// there. A path that leads through a symlink out of the rootfs is an
+// error.
+func (u *untarrer) taken(name string) (bool, error) {
+	_, err := u.root.Lstat(name)
+	switch {
+	case err == nil, errors.Is(err, unix.ENOTDIR):
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, fsErr(name, err)
+}
+
 // clear removes what is at name so that a non-directory can take its
 // place. An existing directory is not replaced.
 func (u *untarrer) clear(name string) error {
@@ -301,6 +360,8 @@ func (u *untarrer) dir(name string, hdr *tar.Header, mode fs.FileMode) error {
 			}
 		case err != nil:
 			return fsErr(name, err)
+		case !fi.IsDir() && u.mode == modeLayers:
+			return nil // an upper layer put a file here
 		case !fi.IsDir():
 			if err := u.root.Remove(name); err != nil {
 				return fsErr(name, err)
@@ -434,6 +495,15 @@ func (u *untarrer) link(name string, hdr *tar.Header) error {
 		return err
 	}
 	fi, err := u.root.Lstat(target)
+	if err != nil && u.mode == modeLayers && errors.Is(err, fs.ErrNotExist) && len(u.links) < u.maxEntries {
+		// The target comes from a lower layer, later in the stream.
+		u.dirBytes += len(hdr.Name) + len(hdr.Linkname) + 64
+		if u.dirBytes > maxDeferredBytes {
+			return errdefs.New(errdefs.ErrTooLarge, "the archive has too many hard links")
+		}
+		u.links = append(u.links, &tar.Header{Name: hdr.Name, Linkname: hdr.Linkname, Typeflag: tar.TypeLink})
+		return nil
+	}
 	if err != nil {
 		return errdefs.New(errdefs.ErrInvalidArgument, "archive entry %q: hard link target %q: %v", hdr.Name, hdr.Linkname, err)
 	}
@@ -459,6 +529,31 @@ func (u *untarrer) link(name string, hdr *tar.Header) error {
 	}
 	if err := u.root.Link(target, name); err != nil {
 		return fsErr(name, err)
+	}
+	return nil
+}
+
+// finishLinks makes the hard links whose targets came later in the stream.
+// A link whose path was taken meanwhile is dropped, as the first entry
+// wins; a target that never came is the archive's fault.
+func (u *untarrer) finishLinks() error {
+	links := u.links
+	u.links = nil
+	u.mode = modeRootfs // no more deferring: a missing target is an error now
+	for _, hdr := range links {
+		name, err := cleanName("name", hdr.Name)
+		if err != nil {
+			return err
+		}
+		if taken, err := u.taken(name); err != nil || taken {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := u.link(name, hdr); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -4,19 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"fmt"
 	"io"
-	"strings"
-	"syscall"
 	"time"
-	"unicode/utf8"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/api"
-	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/wire"
 )
 
 // managerBackend calls a daemon's session manager directly, as the REST
@@ -141,20 +135,8 @@ func (b *managerBackend) Exec(ctx context.Context, id string, req *api.ExecReque
 	if err != nil {
 		return nil, err
 	}
-	out := &api.ExecResult{
-		ExitCode:       res.ExitCode,
-		DurationMs:     float64(res.Duration.Microseconds()) / 1000,
-		TimedOut:       res.TimedOut,
-		Truncated:      res.Truncated,
-		ShellRestarted: res.ShellRestarted,
-		OOMKilled:      res.OOMKilled,
-	}
-	out.Stdout, out.StdoutBase64 = textOf(res.Stdout)
-	out.Stderr, out.StderrBase64 = textOf(res.Stderr)
-	if res.Signal > 0 {
-		out.Signal = signalName(res.Signal)
-	}
-	return out, nil
+	out := wire.Result(res)
+	return &out, nil
 }
 
 func (b *managerBackend) StartProcess(ctx context.Context, id string, req *api.StartProcessRequest) (*api.Process, error) {
@@ -288,71 +270,11 @@ func (b *managerBackend) RemoveFile(ctx context.Context, id, path string, recurs
 // The conversions below are those of internal/httpapi, so that both
 // transports describe a session, a process or a file alike.
 
-func toAPISession(in *session.Info) api.Session {
-	out := api.Session{
-		ID:         in.ID,
-		Image:      in.Image,
-		State:      string(in.State),
-		CreatedAt:  in.CreatedAt,
-		LastUsedAt: in.LastUsedAt,
-		ExpiresAt:  in.ExpiresAt(),
-		Cwd:        in.Cwd,
-		Limits:     api.Limits{MemoryMB: in.Limits.MemoryMB, CPUs: in.Limits.CPUs, Pids: in.Limits.Pids, DiskMB: in.Limits.DiskMB},
-		Network:    in.Network,
-		Labels:     in.Labels,
-		Reason:     in.Reason,
-		User:       in.User,
-	}
-	if out.User == "" {
-		out.User = "root"
-	}
-	if in.Usage != nil {
-		out.Usage = &api.Usage{MemoryBytes: in.Usage.MemoryBytes, Pids: in.Usage.Pids, CPUSeconds: in.Usage.CPUSeconds, DiskBytes: in.Usage.DiskBytes}
-	}
-	return out
-}
-
-func toAPIProcess(in *session.ProcessInfo) api.Process {
-	out := api.Process{
-		ID: in.ID, Command: in.Command, Argv: in.Argv, TTY: in.TTY, State: "running", Pid: in.Pid,
-		StartedAt: in.StartedAt, OutputBytes: in.OutputBytes, OutputStart: in.OutputStart,
-	}
-	if !in.Running {
-		out.State = "exited"
-		code := in.ExitCode
-		out.ExitCode = &code
-		out.EndedAt = in.EndedAt
-		if in.Signal > 0 {
-			out.Signal = signalName(in.Signal)
-		}
-	}
-	return out
-}
-
-func toAPIEntry(e *agentproto.Entry) api.FileEntry {
-	return api.FileEntry{
-		Name:   e.Name,
-		Path:   e.Path,
-		Type:   e.Type,
-		Size:   e.Size,
-		Mode:   fmt.Sprintf("%04o", e.Mode),
-		MTime:  e.MTime,
-		Target: e.Target,
-	}
-}
-
-// textOf is output as text, with the exact bytes in base64 beside it when
-// they are not valid UTF-8.
-func textOf(b []byte) (text, b64 string) {
-	if utf8.Valid(b) {
-		return string(b), ""
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD"), base64.StdEncoding.EncodeToString(b)
-}
-
-func signalName(n int) string {
-	if s := unix.SignalName(syscall.Signal(n)); s != "" {
-		return s
-	}
-	return fmt.Sprintf("signal %d", n)
-}
+// The encodings every transport shares (internal/wire).
+var (
+	toAPISession = wire.Session
+	toAPIProcess = wire.Process
+	toAPIEntry   = wire.Entry
+	textOf       = wire.TextBase64
+	signalName   = wire.SignalName
+)

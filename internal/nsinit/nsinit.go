@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -166,14 +167,14 @@ func writeFD(fd int, v string) error {
 }
 
 // stageLayers gathers every layer of the sandbox under a private tmpfs in
-// its state directory, in spec order (Root.Lower, then each Mount's source),
+// its state directory, in spec order (spec.Sandbox.Layers),
 // and the writable layer as "w". With a user namespace the read-only layers
 // arrive from the daemon as idmapped mounts (init cannot read the image's
 // files as host root); without one they are bound read-only. The overlays are
 // then mounted from there with relative paths, so their options, which
 // sandboxed code can read in /proc/self/mountinfo, name no host path.
 func stageLayers(s *spec.Sandbox) ([]string, error) {
-	want := len(s.Root.Lower) + len(s.Mounts)
+	want := len(s.Layers())
 	stage := stageDir(s)
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, step("make mounts private", err)
@@ -211,11 +212,7 @@ func stageLayers(s *spec.Sandbox) ([]string, error) {
 			unix.Close(fd)
 		}
 	} else {
-		sources := append([]string{}, s.Root.Lower...)
-		for _, m := range s.Mounts {
-			sources = append(sources, m.Source)
-		}
-		for i, src := range sources {
+		for i, src := range s.Layers() {
 			if err := bind(src, filepath.Join(stage, names[i]), true, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 				return nil, step("bind layer", err)
 			}
@@ -256,7 +253,8 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 		return step("make mounts private", err)
 	}
 	r := s.Root
-	lower, sources := layers[:len(r.Lower)], layers[len(r.Lower):]
+	lower, sources := layers[:len(r.Lower)], layers[len(r.Lower):len(r.Lower)+len(s.Mounts)]
+	more := layers[len(r.Lower)+len(s.Mounts):] // the Mounts' Lower, in order
 	extra := ""
 	if s.UserNS != nil {
 		// Overlay's own metadata goes to user.* xattrs: trusted.* needs
@@ -280,6 +278,7 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 	root := r.Target
 	for i, m := range s.Mounts {
 		m.Source, m.Upper, m.Work = sources[i], staged(s, m.Upper), staged(s, m.Work)
+		m.Lower, more = more[:len(m.Lower)], more[len(m.Lower):]
 		if err := extraMount(root, m, extra); err != nil {
 			return err
 		}
@@ -400,7 +399,7 @@ func extraMount(root string, m spec.Mount, extraOpts string) error {
 	switch m.Kind {
 	case "overlay":
 		// Relative paths: the caller is in the layer stage.
-		opts := "lowerdir=" + m.Source + ",upperdir=" + m.Upper + ",workdir=" + m.Work + ",volatile" + extraOpts
+		opts := "lowerdir=" + strings.Join(append(slices.Clone(m.Lower), m.Source), ":") + ",upperdir=" + m.Upper + ",workdir=" + m.Work + ",volatile" + extraOpts
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return step("create "+m.Target, err)
 		}

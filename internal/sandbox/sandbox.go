@@ -170,6 +170,10 @@ type Config struct {
 	// Overlays are host directories mounted as extra writable overlays
 	// (the base image's /usr): each gets its own upper layer.
 	Overlays []Overlay
+	// Binds are host directories mounted into the sandbox (a workspace),
+	// idmapped like the layers: files owned by host ids 0-65535 belong to
+	// the sandbox's ids 0-65535. They need a user namespace.
+	Binds []Bind
 	BaseDir  string
 	Env      []string
 	Shell    string
@@ -185,13 +189,22 @@ type Config struct {
 // Overlay is a host directory shown at Target, writable per sandbox.
 type Overlay struct {
 	Source, Target string
+	// Lower are more read-only layers above Source, topmost first.
+	Lower []string
+}
+
+// Bind is a host directory shown at Target, shared with the host: writes
+// land in Source.
+type Bind struct {
+	Source, Target string
+	ReadOnly       bool
 }
 
 // sendLayers makes an idmapped mount of each host directory, mapping the
 // host's ids onto the sandbox's user namespace (host root shows as the
 // sandbox's root), and sends them to the sandbox's init. Only the host's root
 // may idmap the host's filesystems, so the daemon does it.
-func sendLayers(pid int, sock *os.File, sources []string) error {
+func sendLayers(pid int, sock *os.File, sources []string, readOnly map[int]bool) error {
 	userns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open the sandbox's user namespace: %w", err)
@@ -203,13 +216,16 @@ func sendLayers(pid int, sock *os.File, sources []string) error {
 			unix.Close(fd)
 		}
 	}()
-	for _, src := range sources {
+	for i, src := range sources {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err != nil {
 			return fmt.Errorf("clone mount of %s: %w", src, err)
 		}
 		fds = append(fds, fd)
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID, Userns_fd: uint64(userns)}
+		if readOnly[i] {
+			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+		}
 		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
 			return fmt.Errorf("idmap %s: %w", src, err)
 		}
@@ -326,7 +342,13 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 			}
 			owned = append(owned, d)
 		}
-		sp.Mounts = append(sp.Mounts, spec.Mount{Kind: "overlay", Source: o.Source, Target: o.Target, Upper: od + "/upper", Work: od + "/work"})
+		sp.Mounts = append(sp.Mounts, spec.Mount{Kind: "overlay", Source: o.Source, Target: o.Target, Upper: od + "/upper", Work: od + "/work", Lower: o.Lower})
+	}
+	if len(c.Binds) > 0 && !r.opts.UserNS {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "host directories can be mounted into sandboxes only with user namespaces")
+	}
+	for _, b := range c.Binds {
+		sp.Mounts = append(sp.Mounts, spec.Mount{Kind: "bind", Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly})
 	}
 	if r.opts.UserNS {
 		for _, d := range owned {
@@ -335,7 +357,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 			}
 		}
 	}
-	for _, p := range append(append([]string{}, c.Lower...), dir, layer) {
+	for _, p := range append(sp.Layers(), dir, layer) {
 		if err := CheckPath(p); err != nil {
 			return nil, err
 		}
@@ -443,11 +465,13 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 	started := sb // the named result is nil by the time cleanup runs
 	cleanup = append(cleanup, func() { started.kill() })
 	if r.opts.UserNS {
-		sources := append([]string{}, c.Lower...)
-		for _, o := range c.Overlays {
-			sources = append(sources, o.Source)
+		sources, readOnly := sp.Layers(), map[int]bool{}
+		for i, m := range sp.Mounts {
+			if m.ReadOnly {
+				readOnly[len(sp.Root.Lower)+i] = true
+			}
 		}
-		if err := sendLayers(pid, mountsW, sources); err != nil {
+		if err := sendLayers(pid, mountsW, sources, readOnly); err != nil {
 			return nil, err
 		}
 	}

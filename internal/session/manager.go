@@ -16,14 +16,8 @@ import (
 
 	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/errdefs"
-	"github.com/warrenhq/warren/internal/image"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
-
-// Images is what the manager needs of the image store.
-type Images interface {
-	Get(name string) (*image.Image, error)
-}
 
 // Config holds the manager's limits and defaults. Zero values are replaced
 // by the defaults of DefaultConfig.
@@ -44,6 +38,11 @@ type Config struct {
 	ReapInterval       time.Duration
 	CreateTimeout      time.Duration
 	BackgroundLogBytes int
+	// MinFreeDiskMB is the free space, in MiB, the data directory's
+	// filesystem must keep for a new session to be created: 0 means 1 GiB
+	// or 5% of the filesystem, whichever is smaller; negative turns the
+	// check off. Running sessions are never stopped for it.
+	MinFreeDiskMB int64
 }
 
 // DefaultConfig is what a daemon without configuration uses.
@@ -134,7 +133,13 @@ type Manager struct {
 	stop     chan struct{}
 	reaperWG sync.WaitGroup
 
-	tenants Tenants // nil: only the daemon's limits
+	tenants Tenants  // nil: only the daemon's limits
+	obs     Observer // set before Recover; never nil
+
+	reconcileMu sync.Mutex      // one reconciler pass at a time
+	suspects    map[string]bool // leftovers unowned on the last pass
+
+	lay layerState // workspaces and snapshots in use (layers.go)
 }
 
 type key struct{ tenant, id string }
@@ -164,7 +169,8 @@ func NewManager(cfg Config, store Store, rt *sandbox.Runtime, images Images, log
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Manager{cfg: cfg, store: store, rt: rt, images: images, log: log, live: map[key]*entry{}, stop: make(chan struct{})}
+	return &Manager{cfg: cfg, store: store, rt: rt, images: images, log: log, live: map[key]*entry{}, stop: make(chan struct{}),
+		obs: nopObserver{}}
 }
 
 // Config returns the manager's effective configuration.
@@ -191,6 +197,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 				r.State, r.Pid = StateFailed, 0
 				r.Reason = "the sandbox did not survive while the daemon was away: " + err.Error()
 				m.log.Warn("session lost", "session_id", r.ID, "tenant", r.Tenant, "sandbox", r.Name, "reason", r.Reason)
+				m.obs.Reconciled(ReconcileLost)
 				if err := m.store.UpdateSession(ctx, r); err != nil {
 					return fmt.Errorf("mark session %s failed: %w", r.ID, err)
 				}
@@ -210,6 +217,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			if err := m.store.DeleteSession(ctx, r.Tenant, r.ID); err != nil {
 				return fmt.Errorf("forget session %s: %w", r.ID, err)
 			}
+			m.obs.Reconciled(ReconcileRemovedUnfinished)
 			remove = append(remove, r.Name)
 		}
 	}
@@ -220,6 +228,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	for _, n := range left {
 		if !owned[n] && !slices.Contains(remove, n) {
 			m.log.Info("removing sandbox leftovers no session owns", "sandbox", n)
+			m.obs.Reconciled(ReconcileRemovedLeftover)
 			remove = append(remove, n)
 		}
 	}
@@ -231,8 +240,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 			m.log.Warn("could not remove sandbox leftovers", "sandbox", n, "error", err)
 		}
 	}
-	m.reaperWG.Add(1)
+	m.retainImageLeases(owned)
+	if err := m.recoverLayers(ctx); err != nil {
+		return err
+	}
+	m.reaperWG.Add(2)
 	go m.reaper()
+	go m.reconciler()
 	return nil
 }
 
@@ -244,6 +258,7 @@ func (m *Manager) adopt(ctx context.Context, r *Session) error {
 	if err != nil {
 		return err
 	}
+	m.keepImage(r)
 	cwd, err := sb.Cwd(actx)
 	if err != nil || cwd == "" {
 		cwd = r.BaseDir
@@ -260,6 +275,7 @@ func (m *Manager) adopt(ctx context.Context, r *Session) error {
 	m.mu.Unlock()
 	go m.watch(k, e)
 	m.log.Info("session adopted", "session_id", r.ID, "tenant", r.Tenant, "sandbox", r.Name, "pid", r.Pid)
+	m.obs.Reconciled(ReconcileAdopted)
 	return nil
 }
 
@@ -297,6 +313,10 @@ type CreateRequest struct {
 	User string
 	// Hidden sessions back stateless runs; they are not listed.
 	Hidden bool
+	// Workspace names a workspace of the tenant to mount at /workspace,
+	// WorkspaceMode "rw" (the default) or "ro"; Snapshot names a snapshot
+	// to start from (workspaces.go, snapshots.go).
+	Workspace, WorkspaceMode, Snapshot string
 }
 
 func invalid(format string, args ...any) error {
@@ -383,6 +403,12 @@ func newID() string {
 // Create creates a session for tenant, or returns the existing one if the
 // request names an id the tenant already has (created is then false).
 func (m *Manager) Create(ctx context.Context, tenant string, req *CreateRequest) (s *Session, created bool, err error) {
+	start := time.Now()
+	defer func() {
+		if err != nil || created {
+			m.obs.Created(time.Since(start), err)
+		}
+	}()
 	rec, err := m.validateCreate(req)
 	if err != nil {
 		return nil, false, err
@@ -395,6 +421,8 @@ func (m *Manager) Create(ctx context.Context, tenant string, req *CreateRequest)
 	if tl.MaxLifetime > 0 && req.MaxLifetime == 0 && rec.MaxLifetime > tl.MaxLifetime {
 		rec.MaxLifetime = tl.MaxLifetime // the tenant's ceiling is its default
 	}
+	// Read before taking the lock; it matters only for a new session.
+	diskErr := m.CheckDisk()
 	k := key{tenant, rec.ID}
 	for {
 		m.mu.Lock()
@@ -412,12 +440,17 @@ func (m *Manager) Create(ctx context.Context, tenant string, req *CreateRequest)
 				m.mu.Unlock()
 				return nil, false, err
 			}
+			if diskErr != nil {
+				m.mu.Unlock()
+				m.logFor(ctx).Warn("session refused", "session_id", rec.ID, "tenant", tenant, "reason", diskErr)
+				return nil, false, diskErr
+			}
 			e = &entry{ready: make(chan struct{}), gone: make(chan struct{}), rec: rec}
 			e.lastUsed.Store(rec.CreatedAt.UnixNano())
 			e.flushed.Store(rec.CreatedAt.UnixNano())
 			m.live[k] = e
 			m.mu.Unlock()
-			return m.create(ctx, k, e, req.Hidden)
+			return m.create(ctx, k, e, req)
 		}
 		m.mu.Unlock()
 		// The id exists: wait until it settles, then return it (or
@@ -543,13 +576,17 @@ func sandboxName() string {
 	return fmt.Sprintf("%x", b)
 }
 
-func (m *Manager) create(ctx context.Context, k key, e *entry, hidden bool) (*Session, bool, error) {
+func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateRequest) (*Session, bool, error) {
+	hidden := req.Hidden
 	// The client may go away; the creation still completes, so a retry of
 	// an idempotent create finds the session.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
 	defer cancel()
 	rec := e.rec
 	fail := func(err error) (*Session, bool, error) {
+		if c := errdefs.ClassOf(err); c == errdefs.ErrUnavailable || c == errdefs.ErrInternal {
+			m.logFor(ctx).Warn("session create failed", "session_id", rec.ID, "tenant", rec.Tenant, "sandbox", rec.Name, "error", err)
+		}
 		e.err = err
 		m.mu.Lock()
 		delete(m.live, k)
@@ -558,12 +595,27 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, hidden bool) (*Se
 		close(e.gone)
 		return nil, false, err
 	}
-	img, err := m.images.Get(rec.Image)
+	lay, err := m.attachLayers(ctx, rec, req)
+	if err != nil {
+		return fail(err)
+	}
+	if lay != nil {
+		failed := fail
+		fail = func(err error) (*Session, bool, error) { m.detachLayers(rec.Name); return failed(err) }
+	}
+	img, err := m.images.Acquire(rec.Name, rec.Image)
 	if err != nil {
 		if errdefs.Is(err, errdefs.ErrNotFound) {
 			return fail(invalid("image %q does not exist", rec.Image))
 		}
 		return fail(err)
+	}
+	released := fail
+	fail = func(err error) (*Session, bool, error) { m.releaseImage(rec.Name); return released(err) }
+	if u, err := m.imageUser(req, img); err != nil {
+		return fail(err)
+	} else if u != "" {
+		rec.User = u
 	}
 	if rec.BaseDir == "" {
 		rec.BaseDir = img.WorkingDir
@@ -595,6 +647,9 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, hidden bool) (*Se
 	for _, d := range img.HostDirs {
 		cfg.Overlays = append(cfg.Overlays, sandbox.Overlay{Source: d, Target: d})
 	}
+	if err := lay.apply(cfg, img); err != nil {
+		return fail(err)
+	}
 	start := time.Now()
 	sb, err := m.rt.Start(ctx, cfg)
 	if err != nil {
@@ -618,7 +673,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, hidden bool) (*Se
 	close(e.ready)
 	go m.watch(k, e)
 	if !hidden {
-		m.log.Info("session created", "session_id", rec.ID, "tenant", rec.Tenant, "sandbox", rec.Name, "image", rec.Image, "duration", time.Since(start))
+		m.logFor(ctx).Info("session created", "session_id", rec.ID, "tenant", rec.Tenant, "sandbox", rec.Name, "image", rec.Image, "duration", time.Since(start))
 	}
 	return e.snapshot(), true, nil
 }
@@ -775,8 +830,29 @@ func (m *Manager) Count() int {
 	return len(m.live)
 }
 
+// Counts returns the number of sessions in each state and of each tenant,
+// the hidden sessions of stateless runs included.
+func (m *Manager) Counts() (byState map[State]int, byTenant map[string]int) {
+	byState = map[State]int{StateCreating: 0, StateRunning: 0, StateDeleting: 0, StateFailed: 0}
+	byTenant = map[string]int{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, e := range m.live {
+		e.mu.Lock()
+		st := e.rec.State
+		if e.deleting {
+			st = StateDeleting
+		}
+		e.mu.Unlock()
+		byState[st]++
+		byTenant[k.tenant]++
+	}
+	return byState, byTenant
+}
+
 // Delete deletes a session: its processes, mounts, cgroup and files.
-func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
+func (m *Manager) Delete(ctx context.Context, tenant, id string) (err error) {
+	defer func() { m.obs.Deleted(err) }()
 	e, err := m.lookup(tenant, id)
 	if err != nil {
 		return err
@@ -813,16 +889,19 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 	} else {
 		derr = m.rt.Remove(rec.Name) // a session lost while the daemon was away
 	}
+	log := m.logFor(ctx)
 	if derr != nil {
-		m.log.Error("session teardown incomplete", "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "error", derr)
+		log.Error("session teardown incomplete", "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "error", derr)
 		// Try once more from the outside; what remains is logged.
 		if err := m.rt.Remove(rec.Name); err != nil {
-			m.log.Error("sandbox leftovers remain", "sandbox", rec.Name, "error", err)
+			log.Error("sandbox leftovers remain", "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "error", err)
 		}
 	}
 	if err := m.store.DeleteSession(dctx, k.tenant, k.id); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
-		m.log.Error("forget session", "session_id", k.id, "error", err)
+		log.Error("forget session", "session_id", k.id, "tenant", k.tenant, "error", err)
 	}
+	m.detachLayers(rec.Name)
+	m.releaseImage(rec.Name)
 	m.mu.Lock()
 	if m.live[k] == e {
 		delete(m.live, k)
@@ -830,7 +909,7 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 	m.mu.Unlock()
 	close(e.gone)
 	if rec.Labels[hiddenLabel] == "" {
-		m.log.Info("session "+why, "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "duration", time.Since(start))
+		log.Info("session "+why, "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "duration", time.Since(start))
 	}
 	return nil
 }
@@ -905,8 +984,9 @@ func (m *Manager) reaper() {
 		m.mu.Lock()
 		var flush []*entry
 		var due []struct {
-			k key
-			e *entry
+			k   key
+			e   *entry
+			why string
 		}
 		for k, e := range m.live {
 			select {
@@ -922,15 +1002,21 @@ func (m *Manager) reaper() {
 				flush = append(flush, e)
 			}
 			if s.State != StateDeleting && now.After(s.ExpiresAt()) {
+				why := ReapIdle
+				if s.MaxLifetime > 0 && !now.Before(s.CreatedAt.Add(s.MaxLifetime)) {
+					why = ReapLifetime
+				}
 				due = append(due, struct {
-					k key
-					e *entry
-				}{k, e})
+					k   key
+					e   *entry
+					why string
+				}{k, e, why})
 			}
 		}
 		m.mu.Unlock()
 		for _, d := range due {
 			m.delete(context.Background(), d.k, d.e, "expired")
+			m.obs.Reaped(d.why)
 		}
 		m.flushLastUsed(flush)
 	}

@@ -85,7 +85,8 @@ func (m *Manager) checkExec(req *ExecRequest) (*agentproto.ExecRequest, error) {
 
 // Exec runs a command in a session. With stream set, output goes to stream
 // as it is produced and the result carries none.
-func (m *Manager) Exec(ctx context.Context, tenant, id string, req *ExecRequest, stream sandbox.OutputFunc) (*ExecResult, error) {
+func (m *Manager) Exec(ctx context.Context, tenant, id string, req *ExecRequest, stream sandbox.OutputFunc) (_ *ExecResult, err error) {
+	defer m.observe(OpExec, time.Now(), &err)
 	areq, err := m.checkExec(req)
 	if err != nil {
 		return nil, err
@@ -163,6 +164,7 @@ func (m *Manager) withSandbox(ctx context.Context, tenant, id string, f func(sb 
 
 // Stat describes a path in a session.
 func (m *Manager) Stat(ctx context.Context, tenant, id, path string) (entry *agentproto.Entry, err error) {
+	defer m.observe(OpFileStat, time.Now(), &err)
 	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
 		entry, err = sb.Stat(ctx, path)
 		return err
@@ -172,6 +174,7 @@ func (m *Manager) Stat(ctx context.Context, tenant, id, path string) (entry *age
 
 // List describes a directory of a session.
 func (m *Manager) ListFiles(ctx context.Context, tenant, id, path string) (entries []agentproto.Entry, err error) {
+	defer m.observe(OpFileList, time.Now(), &err)
 	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
 		entries, err = sb.List(ctx, path)
 		return err
@@ -181,6 +184,7 @@ func (m *Manager) ListFiles(ctx context.Context, tenant, id, path string) (entri
 
 // Mkdir creates a directory and its parents, and describes it.
 func (m *Manager) Mkdir(ctx context.Context, tenant, id, path string) (entry *agentproto.Entry, err error) {
+	defer m.observe(OpFileMkdir, time.Now(), &err)
 	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
 		if err := sb.Mkdir(ctx, path); err != nil {
 			return err
@@ -192,7 +196,8 @@ func (m *Manager) Mkdir(ctx context.Context, tenant, id, path string) (entry *ag
 }
 
 // Remove removes a path (a tree if recursive).
-func (m *Manager) Remove(ctx context.Context, tenant, id, path string, recursive bool) error {
+func (m *Manager) Remove(ctx context.Context, tenant, id, path string, recursive bool) (err error) {
+	defer m.observe(OpFileRemove, time.Now(), &err)
 	return m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
 		return sb.Remove(ctx, path, recursive)
 	})
@@ -200,6 +205,7 @@ func (m *Manager) Remove(ctx context.Context, tenant, id, path string, recursive
 
 // WriteFile writes r to path, creating parents.
 func (m *Manager) WriteFile(ctx context.Context, tenant, id, path string, mode uint32, r io.Reader) (n int64, err error) {
+	defer m.observe(OpFileWrite, time.Now(), &err)
 	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
 		n, err = sb.WriteFile(ctx, path, mode, m.cfg.MaxFileBytes, r)
 		return err
@@ -209,6 +215,7 @@ func (m *Manager) WriteFile(ctx context.Context, tenant, id, path string, mode u
 
 // PutArchive extracts a tar into the directory path.
 func (m *Manager) PutArchive(ctx context.Context, tenant, id, path string, r io.Reader) (n int64, err error) {
+	defer m.observe(OpArchivePut, time.Now(), &err)
 	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
 		n, err = sb.TarPut(ctx, path, m.cfg.MaxFileBytes, r)
 		return err
@@ -248,14 +255,16 @@ func (m *Manager) download(ctx context.Context, tenant, id string, open func(*sa
 }
 
 // ReadFile opens a file of a session for reading.
-func (m *Manager) ReadFile(ctx context.Context, tenant, id, path string) (*Download, error) {
+func (m *Manager) ReadFile(ctx context.Context, tenant, id, path string) (_ *Download, err error) {
+	defer m.observe(OpFileRead, time.Now(), &err)
 	return m.download(ctx, tenant, id, func(sb *sandbox.Sandbox) (*sandbox.Download, []byte, error) {
 		return sb.ReadFile(ctx, path, m.cfg.MaxFileBytes)
 	})
 }
 
 // GetArchive opens a tar of a directory of a session.
-func (m *Manager) GetArchive(ctx context.Context, tenant, id, path string) (*Download, error) {
+func (m *Manager) GetArchive(ctx context.Context, tenant, id, path string) (_ *Download, err error) {
+	defer m.observe(OpArchiveGet, time.Now(), &err)
 	return m.download(ctx, tenant, id, func(sb *sandbox.Sandbox) (*sandbox.Download, []byte, error) {
 		return sb.TarGet(ctx, path, m.cfg.MaxFileBytes)
 	})

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -33,6 +34,7 @@ func (m *Manager) checkProcess(req *StartProcessRequest) error {
 // StartProcess starts a durable process: it runs on its own, whatever
 // happens to the connection that started it, and keeps its output.
 func (m *Manager) StartProcess(ctx context.Context, tenant, id string, req *StartProcessRequest) (info *ProcessInfo, err error) {
+	defer m.observe(OpProcessStart, time.Now(), &err)
 	if err := m.checkProcess(req); err != nil {
 		return nil, err
 	}

@@ -50,7 +50,8 @@ type Sandbox struct {
 	// UserNS is set when the sandbox runs in its own user namespace (the
 	// default): its root is HostID on the host. Then the image's layers and
 	// host directories arrive as idmapped mounts on FDMounts, in the order
-	// of Root.Lower then Mounts, and Root.Lower holds only their count.
+	// of Root.Lower, every Mount's Source, then every Mount's Lower (see
+	// Layers), and Root.Lower holds only their count.
 	UserNS *IDRange `json:"userns,omitempty"`
 	// RunAs is the uid and gid of every process the agent starts when
 	// there is no user namespace: then sandboxed code is an unprivileged
@@ -98,6 +99,24 @@ type Mount struct {
 	Upper    string `json:"upper,omitempty"`
 	Work     string `json:"work,omitempty"`
 	ReadOnly bool   `json:"read_only,omitempty"`
+	// Lower are more read-only layers of an overlay, above Source, topmost
+	// first (a snapshot's changes to Target). With a user namespace they
+	// travel as idmapped mounts on FDMounts after every Mount's Source.
+	Lower []string `json:"lower,omitempty"`
+}
+
+// Layers lists the sandbox's read-only layers in the order init stages
+// them (and receives them on FDMounts): Root.Lower, every Mount's Source,
+// then every Mount's Lower.
+func (s *Sandbox) Layers() []string {
+	out := append([]string{}, s.Root.Lower...)
+	for _, m := range s.Mounts {
+		out = append(out, m.Source)
+	}
+	for _, m := range s.Mounts {
+		out = append(out, m.Lower...)
+	}
+	return out
 }
 
 // Cgroup says how many cgroup descriptors follow FDCgroup: Hierarchies

@@ -57,7 +57,7 @@ func (s *SQLite) CreateKey(ctx context.Context, k *auth.Key, hash []byte) error 
 		return errdefs.New(errdefs.ErrConflict, "API key %q already exists", k.ID)
 	}
 	if err != nil {
-		return fmt.Errorf("create API key %q: %w", k.ID, err)
+		return dbError(err, "create API key %q", k.ID)
 	}
 	return nil
 }
@@ -71,7 +71,7 @@ func (s *SQLite) GetKey(ctx context.Context, id string) (*auth.Key, []byte, erro
 		return nil, nil, errdefs.New(errdefs.ErrNotFound, "API key %q not found", id)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("get API key %q: %w", id, err)
+		return nil, nil, dbError(err, "get API key %q", id)
 	}
 	return r.decode(), r.hash, nil
 }
@@ -87,19 +87,19 @@ func (s *SQLite) ListKeys(ctx context.Context, tenant string) ([]*auth.Key, erro
 	}
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list API keys of tenant %q: %w", tenant, err)
+		return nil, dbError(err, "list API keys of tenant %q", tenant)
 	}
 	defer rows.Close()
 	var out []*auth.Key
 	for rows.Next() {
 		var r keyRecord
 		if err := rows.Scan(r.scanDest()...); err != nil {
-			return nil, fmt.Errorf("list API keys of tenant %q: %w", tenant, err)
+			return nil, dbError(err, "list API keys of tenant %q", tenant)
 		}
 		out = append(out, r.decode())
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list API keys of tenant %q: %w", tenant, err)
+		return nil, dbError(err, "list API keys of tenant %q", tenant)
 	}
 	return out, nil
 }
@@ -117,7 +117,7 @@ func (s *SQLite) RevokeKey(ctx context.Context, id string, at time.Time) error {
 	res, err := s.db.ExecContext(ctx,
 		`UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, revokedAt, id)
 	if err != nil {
-		return fmt.Errorf("revoke API key %q: %w", id, err)
+		return dbError(err, "revoke API key %q", id)
 	}
 	return rowsOrNotFound(res, "API key", id)
 }
@@ -126,7 +126,7 @@ func (s *SQLite) RevokeKey(ctx context.Context, id string, at time.Time) error {
 func (s *SQLite) CountKeys(ctx context.Context) (int, error) {
 	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM api_keys`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count API keys: %w", err)
+		return 0, dbError(err, "count API keys")
 	}
 	return n, nil
 }
@@ -182,7 +182,7 @@ func decodeTimePtr(n sql.NullInt64) *time.Time {
 func rowsOrNotFound(res sql.Result, what, id string) error {
 	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("%s %q: rows affected: %w", what, id, err)
+		return dbError(err, "%s %q: rows affected", what, id)
 	}
 	if n == 0 {
 		return errdefs.New(errdefs.ErrNotFound, "%s %q not found", what, id)
@@ -199,7 +199,7 @@ func (s *SQLite) GetTenant(ctx context.Context, name string) (*auth.Tenant, erro
 		return nil, errdefs.New(errdefs.ErrNotFound, "tenant %q not found", name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get tenant %q: %w", name, err)
+		return nil, dbError(err, "get tenant %q", name)
 	}
 	return r.decode()
 }
@@ -221,7 +221,7 @@ func (s *SQLite) PutTenant(ctx context.Context, t *auth.Tenant) error {
 		   quota = excluded.quota, policy = excluded.policy, updated_at = excluded.updated_at`,
 		r.name, r.quota, r.policy, r.updatedAt)
 	if err != nil {
-		return fmt.Errorf("put tenant %q: %w", t.Name, err)
+		return dbError(err, "put tenant %q", t.Name)
 	}
 	return nil
 }
@@ -230,14 +230,14 @@ func (s *SQLite) PutTenant(ctx context.Context, t *auth.Tenant) error {
 func (s *SQLite) ListTenants(ctx context.Context) ([]*auth.Tenant, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT name, quota, policy, updated_at FROM tenants ORDER BY name`)
 	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, dbError(err, "list tenants")
 	}
 	defer rows.Close()
 	var out []*auth.Tenant
 	for rows.Next() {
 		var r tenantRecord
 		if err := rows.Scan(r.scanDest()...); err != nil {
-			return nil, fmt.Errorf("list tenants: %w", err)
+			return nil, dbError(err, "list tenants")
 		}
 		t, err := r.decode()
 		if err != nil {
@@ -246,7 +246,7 @@ func (s *SQLite) ListTenants(ctx context.Context) ([]*auth.Tenant, error) {
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, dbError(err, "list tenants")
 	}
 	return out, nil
 }
@@ -256,7 +256,7 @@ func (s *SQLite) ListTenants(ctx context.Context) ([]*auth.Tenant, error) {
 func (s *SQLite) DeleteTenant(ctx context.Context, name string) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM tenants WHERE name = ?`, name)
 	if err != nil {
-		return fmt.Errorf("delete tenant %q: %w", name, err)
+		return dbError(err, "delete tenant %q", name)
 	}
 	return rowsOrNotFound(res, "tenant", name)
 }

@@ -86,15 +86,15 @@ func Open(path string) (*SQLite, error) {
 	// copy the database file's mode.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, dbError(err, "open store %s", path)
 	}
 	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, dbError(err, "open store %s", path)
 	}
 
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, dbError(err, "open store %s", path)
 	}
 	db.SetMaxOpenConns(maxConns)
 	// Keep every connection: a new one re-runs the DSN's PRAGMAs.
@@ -102,7 +102,7 @@ func Open(path string) (*SQLite, error) {
 	s := &SQLite{db: db}
 	if err := s.init(ctx, ms); err != nil {
 		_ = db.Close() // the init error is the one to report
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, dbError(err, "open store %s", path)
 	}
 	return s, nil
 }
@@ -132,7 +132,7 @@ func (s *SQLite) init(ctx context.Context, ms []migration) error {
 	// on WAL, so say so instead.
 	var mode string
 	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return fmt.Errorf("read journal mode: %w", err)
+		return dbError(err, "read journal mode")
 	}
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("journal mode is %q, want wal", mode)
@@ -177,7 +177,7 @@ func (s *SQLite) CreateSession(ctx context.Context, sess *session.Session) error
 		if cerr := conflict(err, sess); cerr != nil {
 			return cerr
 		}
-		return fmt.Errorf("create session %q in tenant %q: %w", sess.ID, sess.Tenant, err)
+		return dbError(err, "create session %q in tenant %q", sess.ID, sess.Tenant)
 	}
 	return nil
 }
@@ -192,7 +192,7 @@ func (s *SQLite) GetSession(ctx context.Context, tenant, id string) (*session.Se
 		return nil, errdefs.New(errdefs.ErrNotFound, "session %q not found", id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get session %q in tenant %q: %w", id, tenant, err)
+		return nil, dbError(err, "get session %q in tenant %q", id, tenant)
 	}
 	return r.decode()
 }
@@ -208,14 +208,14 @@ func (s *SQLite) ListSessions(ctx context.Context, tenant string) ([]*session.Se
 	}
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list sessions of tenant %q: %w", tenant, err)
+		return nil, dbError(err, "list sessions of tenant %q", tenant)
 	}
 	defer rows.Close()
 	var out []*session.Session
 	for rows.Next() {
 		var r record
 		if err := rows.Scan(r.scanDest()...); err != nil {
-			return nil, fmt.Errorf("list sessions of tenant %q: %w", tenant, err)
+			return nil, dbError(err, "list sessions of tenant %q", tenant)
 		}
 		sess, err := r.decode()
 		if err != nil {
@@ -224,7 +224,7 @@ func (s *SQLite) ListSessions(ctx context.Context, tenant string) ([]*session.Se
 		out = append(out, sess)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sessions of tenant %q: %w", tenant, err)
+		return nil, dbError(err, "list sessions of tenant %q", tenant)
 	}
 	return out, nil
 }
@@ -253,7 +253,7 @@ func (s *SQLite) UpdateSession(ctx context.Context, sess *session.Session) error
 		if cerr := conflict(err, sess); cerr != nil {
 			return cerr
 		}
-		return fmt.Errorf("update session %q in tenant %q: %w", sess.ID, sess.Tenant, err)
+		return dbError(err, "update session %q in tenant %q", sess.ID, sess.Tenant)
 	}
 	return notFoundIfNone(res, sess.ID)
 }
@@ -263,7 +263,7 @@ func (s *SQLite) DeleteSession(ctx context.Context, tenant, id string) error {
 	res, err := s.db.ExecContext(ctx,
 		`DELETE FROM sessions WHERE tenant = ? AND id = ?`, tenant, id)
 	if err != nil {
-		return fmt.Errorf("delete session %q in tenant %q: %w", id, tenant, err)
+		return dbError(err, "delete session %q in tenant %q", id, tenant)
 	}
 	return notFoundIfNone(res, id)
 }
@@ -272,7 +272,7 @@ func (s *SQLite) DeleteSession(ctx context.Context, tenant, id string) error {
 func notFoundIfNone(res sql.Result, id string) error {
 	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("session %q: rows affected: %w", id, err)
+		return dbError(err, "session %q: rows affected", id)
 	}
 	if n == 0 {
 		return errdefs.New(errdefs.ErrNotFound, "session %q not found", id)

@@ -68,6 +68,13 @@ func (h *Harness) Stop() { h.stop() }
 // Start runs a daemon for the test; mutate may change its configuration.
 func Start(t testing.TB, mutate func(*config.Config)) *Harness {
 	t.Helper()
+	return StartWithLog(t, mutate, nil)
+}
+
+// StartWithLog is Start with the daemon logging to log (nil: Start's
+// default, warnings to stderr under -v and nothing otherwise).
+func StartWithLog(t testing.TB, mutate func(*config.Config), log *slog.Logger) *Harness {
+	t.Helper()
 	testutil.RequiresRoot(t)
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
@@ -81,10 +88,11 @@ func Start(t testing.TB, mutate func(*config.Config)) *Harness {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	var log *slog.Logger
-	if testing.Verbose() {
+	switch {
+	case log != nil:
+	case testing.Verbose():
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	} else {
+	default:
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	// Registered first, so it runs last: after the daemon stopped.

@@ -1,0 +1,259 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Setting is one field of Config as the user sees it: a TOML key, a flag of
+// warren serve and an environment variable.
+type Setting struct {
+	// Key is the TOML key, dotted by table: "session.max_sessions" is
+	// max_sessions in [session].
+	Key string
+	// Flag is warren serve's flag, without the dashes.
+	Flag string
+	// Env is the environment variable: WARREN_ and Flag in upper snake
+	// case.
+	Env string
+	// Help says what the setting does, as a phrase without a full stop.
+	Help string
+	// field returns a pointer to the setting's field of c: a *string,
+	// *int, *int64, *float64, *bool or *time.Duration.
+	field func(c *Config) any
+	// signed is set on the numbers that may be negative; Validate refuses
+	// a negative value of any other.
+	signed bool
+}
+
+// setting makes a Setting whose environment variable follows from flag.
+func setting(key, flag, help string, field func(c *Config) any) Setting {
+	return Setting{Key: key, Flag: flag, Env: "WARREN_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")), Help: help, field: field}
+}
+
+// negativeOK returns s, allowed to be negative.
+func (s Setting) negativeOK() Setting {
+	s.signed = true
+	return s
+}
+
+// settings is every setting, in the order of the TOML file: top-level keys
+// first, then each table with its keys together (a table cannot be reopened
+// once another has started).
+var settings = []Setting{
+	setting("listen", "listen", "address to serve the API on (host:port)", func(c *Config) any { return &c.Listen }),
+	setting("data_dir", "data-dir", "directory for the database, images and sandboxes", func(c *Config) any { return &c.DataDir }),
+	setting("cgroup_parent", "cgroup-parent", "cgroup under which sessions are placed, relative to the cgroup root (on v2 it needs a delegated subtree)", func(c *Config) any { return &c.CgroupParent }),
+	setting("log_format", "log-format", "log format: json or text", func(c *Config) any { return &c.LogFormat }),
+	setting("log_level", "log-level", "log level: debug, info, warn or error", func(c *Config) any { return &c.LogLevel }),
+	setting("shutdown", "shutdown", "what stopping does to running sessions: keep (the next start adopts them) or destroy", func(c *Config) any { return &c.Shutdown }),
+	setting("shutdown_grace", "shutdown-grace", "how long in-flight requests may run after a stop signal", func(c *Config) any { return &c.ShutdownGrace }),
+	setting("allow_no_userns", "allow-no-userns", "run where user namespaces are unavailable: sandboxed code then runs as an unprivileged host user, not as root in its own namespace", func(c *Config) any { return &c.AllowNoUserNS }),
+	setting("no_disk_quota", "no-disk-quota", "run without disk limits on sessions' writable layers (sessions may then not ask for limits.disk_mb)", func(c *Config) any { return &c.NoDiskQuota }),
+
+	setting("session.max_sessions", "max-sessions", "most sessions at once, over all tenants", func(c *Config) any { return &c.Session.MaxSessions }),
+	setting("session.default_image", "default-image", "image of a session that names none", func(c *Config) any { return &c.Session.DefaultImage }),
+	setting("session.idle_ttl", "idle-ttl", "idle time after which a session is deleted, unless it asks otherwise", func(c *Config) any { return &c.Session.DefaultIdleTTL }),
+	setting("session.max_idle_ttl", "max-idle-ttl", "longest idle TTL a session may ask for", func(c *Config) any { return &c.Session.MaxIdleTTL }),
+	setting("session.lifetime", "lifetime", "time after which a session is deleted however busy, unless it asks otherwise", func(c *Config) any { return &c.Session.DefaultMaxLifetime }),
+	setting("session.max_lifetime", "max-lifetime", "longest lifetime a session may ask for", func(c *Config) any { return &c.Session.MaxLifetime }),
+	setting("session.exec_timeout", "exec-timeout", "timeout of a command that asks for none", func(c *Config) any { return &c.Session.DefaultTimeout }),
+	setting("session.max_exec_timeout", "max-exec-timeout", "longest timeout a command may ask for", func(c *Config) any { return &c.Session.MaxTimeout }),
+	setting("session.exec_output_bytes", "exec-output-bytes", "output a command keeps per stream, unless it asks otherwise (max_output_bytes)", func(c *Config) any { return &c.Session.DefaultMaxOutput }),
+	setting("session.max_exec_output_bytes", "max-exec-output-bytes", "most output per stream a command may ask to keep", func(c *Config) any { return &c.Session.MaxOutput }),
+	setting("session.max_file_bytes", "max-file-bytes", "largest file the file API moves (413 beyond)", func(c *Config) any { return &c.Session.MaxFileBytes }),
+	setting("session.background_log_bytes", "background-log-bytes", "output of background processes a session keeps", func(c *Config) any { return &c.Session.BackgroundLogBytes }),
+	setting("session.create_timeout", "create-timeout", "how long creating a sandbox may take", func(c *Config) any { return &c.Session.CreateTimeout }),
+	setting("session.reap_interval", "reap-interval", "how often expired sessions are looked for", func(c *Config) any { return &c.Session.ReapInterval }),
+	setting("session.min_free_disk_mb", "min-free-disk-mb", "free space in MiB the data directory's filesystem must keep for a session to be created (0: 1 GiB or 5% of the filesystem, whichever is smaller; negative: no check)", func(c *Config) any { return &c.Session.MinFreeDiskMB }).negativeOK(),
+
+	setting("session.default_limits.memory_mb", "default-memory-mb", "memory limit of a session that asks for none", func(c *Config) any { return &c.Session.DefaultLimits.MemoryMB }),
+	setting("session.default_limits.cpus", "default-cpus", "CPU limit of a session that asks for none", func(c *Config) any { return &c.Session.DefaultLimits.CPUs }),
+	setting("session.default_limits.pids", "default-pids", "process limit of a session that asks for none", func(c *Config) any { return &c.Session.DefaultLimits.Pids }),
+	setting("session.default_limits.disk_mb", "default-disk-mb", "writable-layer limit of a session that asks for none", func(c *Config) any { return &c.Session.DefaultLimits.DiskMB }),
+
+	setting("session.max_limits.memory_mb", "max-memory-mb", "largest memory limit a session may ask for", func(c *Config) any { return &c.Session.MaxLimits.MemoryMB }),
+	setting("session.max_limits.cpus", "max-cpus", "largest CPU limit a session may ask for", func(c *Config) any { return &c.Session.MaxLimits.CPUs }),
+	setting("session.max_limits.pids", "max-pids", "largest process limit a session may ask for", func(c *Config) any { return &c.Session.MaxLimits.Pids }),
+	setting("session.max_limits.disk_mb", "max-disk-mb", "largest writable-layer limit a session may ask for", func(c *Config) any { return &c.Session.MaxLimits.DiskMB }),
+
+	setting("auth.disabled", "no-auth", "serve every caller as admin of the tenant \"default\" (loopback only, unless insecure)", func(c *Config) any { return &c.Auth.Disabled }),
+	setting("auth.insecure", "insecure", "allow auth.disabled on a non-loopback address", func(c *Config) any { return &c.Auth.Insecure }),
+	setting("auth.rate_limit", "rate-limit", "requests per second one API key or JWT subject may make (0: unlimited)", func(c *Config) any { return &c.Auth.RateLimit }),
+	setting("auth.rate_burst", "rate-burst", "burst of requests one API key may make above the rate limit", func(c *Config) any { return &c.Auth.RateBurst }),
+
+	setting("auth.jwt.secret_file", "jwt-secret-file", "accept HS256 JWTs signed with the secret (at least 32 bytes) in this file", func(c *Config) any { return &c.Auth.JWTSecretFile }),
+	setting("auth.jwt.jwks_url", "jwks-url", "accept RS256/ES256 JWTs signed by the keys this JWKS URL serves", func(c *Config) any { return &c.Auth.JWKSURL }),
+	setting("auth.jwt.jwks_file", "jwks-file", "accept RS256/ES256 JWTs signed by the keys of this JWKS file", func(c *Config) any { return &c.Auth.JWKSFile }),
+	setting("auth.jwt.tenant_claim", "jwt-tenant-claim", "JWT claim that names the caller's tenant", func(c *Config) any { return &c.Auth.JWTTenantClaim }),
+	setting("auth.jwt.admin_claim", "jwt-admin-claim", "boolean JWT claim that makes the caller an admin (none if empty)", func(c *Config) any { return &c.Auth.JWTAdminClaim }),
+	setting("auth.jwt.audience", "jwt-audience", "audience a JWT must carry in aud (none checked if empty)", func(c *Config) any { return &c.Auth.JWTAudience }),
+	setting("auth.jwt.issuer", "jwt-issuer", "issuer a JWT must carry in iss (none checked if empty)", func(c *Config) any { return &c.Auth.JWTIssuer }),
+
+	setting("tenant_defaults.max_sessions", "tenant-max-sessions", "sessions one tenant may hold at once, unless its settings say otherwise (0: only max_sessions)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxSessions }),
+	setting("tenant_defaults.max_memory_mb", "tenant-max-memory-mb", "memory limits one tenant's sessions may hold in total (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxMemoryMB }),
+	setting("tenant_defaults.max_cpus", "tenant-max-cpus", "CPU limits one tenant's sessions may hold in total (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxCPUs }),
+	setting("tenant_defaults.max_lifetime", "tenant-max-lifetime", "longest a tenant's session may live (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxLifetime }),
+	setting("tenant_defaults.max_exec_timeout", "tenant-max-exec-timeout", "longest timeout a tenant's command may ask for (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxExecTimeout }),
+}
+
+// Settings returns every setting, in the order of the TOML file.
+func Settings() []Setting {
+	return append([]Setting(nil), settings...)
+}
+
+// Type names the setting's kind of value: string, int, float, bool or
+// duration.
+func (s Setting) Type() string {
+	switch s.field(&Config{}).(type) {
+	case *string:
+		return "string"
+	case *int, *int64:
+		return "int"
+	case *float64:
+		return "float"
+	case *bool:
+		return "bool"
+	case *time.Duration:
+		return "duration"
+	}
+	panic("config: setting " + s.Key + " has a field of an unknown type")
+}
+
+// Set parses v as a flag or environment variable spells it ("30m", "512",
+// "true") and stores it in c.
+func (s Setting) Set(c *Config, v string) error {
+	switch p := s.field(c).(type) {
+	case *string:
+		*p = v
+	case *int:
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		*p = n
+	case *int64:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		*p = n
+	case *float64:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("%q is not a number", v)
+		}
+		*p = f
+	case *bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		*p = b
+	case *time.Duration:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration such as 90s, 30m or 24h", v)
+		}
+		*p = d
+	}
+	return nil
+}
+
+// Value returns the setting's value in c as a flag or environment variable
+// spells it; Set(c, Value(c)) changes nothing.
+func (s Setting) Value(c *Config) string {
+	switch p := s.field(c).(type) {
+	case *string:
+		return *p
+	case *int:
+		return strconv.Itoa(*p)
+	case *int64:
+		return strconv.FormatInt(*p, 10)
+	case *float64:
+		return strconv.FormatFloat(*p, 'f', -1, 64)
+	case *bool:
+		return strconv.FormatBool(*p)
+	case *time.Duration:
+		return formatDuration(*p)
+	}
+	panic("config: setting " + s.Key + " has a field of an unknown type")
+}
+
+// TOML returns the setting's value in c as a TOML value: strings quoted,
+// floats with a decimal point, durations as strings.
+func (s Setting) TOML(c *Config) string {
+	switch p := s.field(c).(type) {
+	case *string:
+		return tomlString(*p)
+	case *float64:
+		f := strconv.FormatFloat(*p, 'f', -1, 64)
+		if !strings.Contains(f, ".") {
+			f += ".0"
+		}
+		return f
+	case *time.Duration:
+		return tomlString(formatDuration(*p))
+	}
+	return s.Value(c)
+}
+
+// Table returns the TOML table the setting belongs to ("" for the top
+// level) and its key within it.
+func (s Setting) Table() (table, name string) {
+	if i := strings.LastIndexByte(s.Key, '.'); i >= 0 {
+		return s.Key[:i], s.Key[i+1:]
+	}
+	return "", s.Key
+}
+
+// formatDuration writes d as time.Duration.String does, without the zero
+// units at its end: "30m", not "30m0s"; "168h", not "168h0m0s".
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// lookupFlag returns the setting whose flag is name.
+func lookupFlag(name string) (Setting, bool) {
+	for _, s := range settings {
+		if s.Flag == name {
+			return s, true
+		}
+	}
+	return Setting{}, false
+}

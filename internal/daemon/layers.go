@@ -1,0 +1,44 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/workspace"
+)
+
+// openLayers opens the workspaces' storage and the snapshots' directory
+// and hands them to the manager. Call it before Recover.
+func (d *Daemon) openLayers() error {
+	ws, err := workspace.Open(d.cfg.DataDir, !d.cfg.NoDiskQuota)
+	if err != nil {
+		return fmt.Errorf("%w; pass --no-disk-quota to run without size limits", err)
+	}
+	d.workspaces = ws
+	snaps := filepath.Join(d.cfg.DataDir, "snapshots")
+	if err := os.MkdirAll(snaps, 0o700); err != nil {
+		return err
+	}
+	d.manager.SetLayers(session.LayersConfig{Store: d.store, Workspaces: ws, SnapshotDir: snaps})
+	return nil
+}
+
+// closeLayers unmounts the workspaces, or leaves them mounted for the
+// sessions a stopping daemon keeps running.
+func (d *Daemon) closeLayers() {
+	if d.workspaces == nil {
+		return
+	}
+	var err error
+	if d.keep {
+		err = d.workspaces.Release()
+	} else {
+		err = d.workspaces.Close()
+	}
+	if err != nil {
+		d.log.Error("close the workspaces", "error", err)
+	}
+	d.workspaces = nil
+}

@@ -1,0 +1,486 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/image"
+	"github.com/warrenhq/warren/internal/snapshot"
+)
+
+// The operations on running sessions that Observer.Op reports, besides
+// those of observe.go.
+const (
+	OpSnapshot = "snapshot"
+	OpFork     = "fork"
+)
+
+// MaxForks is the most sessions one fork makes.
+const MaxForks = 10
+
+// maxChain bounds the layers of a snapshot: a snapshot of a session that
+// started from a snapshot lies on top of it. Export and import flatten a
+// chain into one layer.
+const maxChain = 32
+
+// freezeTimeout bounds the wait for a session's processes to freeze.
+const freezeTimeout = 10 * time.Second
+
+// SnapshotInfo is a snapshot with its live details.
+type SnapshotInfo struct {
+	Snapshot
+	// UsedBy are the ids of the sessions started from it.
+	UsedBy []string
+}
+
+func (m *Manager) snapshotInfo(sn *Snapshot) *SnapshotInfo {
+	info := &SnapshotInfo{Snapshot: *sn, UsedBy: []string{}}
+	m.lay.mu.Lock()
+	for _, a := range m.lay.att {
+		if a.Snapshot == sn.ID {
+			info.UsedBy = append(info.UsedBy, a.SessionID)
+		}
+	}
+	m.lay.mu.Unlock()
+	slices.Sort(info.UsedBy)
+	return info
+}
+
+// snapshotDir is where the layer of snapshot id lives.
+func (m *Manager) snapshotDir(id string) string { return filepath.Join(m.lay.cfg.SnapshotDir, id) }
+
+// snapshotChain returns the layers of sn, topmost first: its own, then its
+// parent's, and so on.
+func (m *Manager) snapshotChain(ctx context.Context, sn *Snapshot) ([]snapshot.Layer, error) {
+	byID := map[string]*Snapshot{}
+	if sn.Parent != "" {
+		all, err := m.lay.cfg.Store.ListSnapshots(ctx, sn.Tenant)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range all {
+			byID[s.ID] = s
+		}
+	}
+	var chain []snapshot.Layer
+	for cur := sn; ; {
+		chain = append(chain, snapshot.Layer{Dir: m.snapshotDir(cur.ID), Overlays: cur.Overlays})
+		if cur.Parent == "" {
+			return chain, nil
+		}
+		if len(chain) >= maxChain {
+			return nil, fmt.Errorf("snapshot %q: more than %d layers", sn.Name, maxChain)
+		}
+		if cur = byID[cur.Parent]; cur == nil {
+			return nil, fmt.Errorf("snapshot %q: a snapshot it builds on is gone", sn.Name)
+		}
+	}
+}
+
+// Snapshot freezes the session's processes, copies the changes the session
+// made to its files into the tenant's new snapshot name, re-based to the
+// canonical ids, and lets the processes run again. Processes, the shell's
+// state and the workspace are not part of it.
+func (m *Manager) Snapshot(ctx context.Context, tenant, id, name string) (_ *SnapshotInfo, err error) {
+	defer m.observe(OpSnapshot, time.Now(), &err)
+	if err := m.layersOn(); err != nil {
+		return nil, err
+	}
+	if err := checkName("snapshot", name); err != nil {
+		return nil, err
+	}
+	e, done, err := m.use(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	sn, err := m.takeSnapshot(ctx, tenant, e, name, false)
+	if err != nil {
+		return nil, err
+	}
+	return m.snapshotInfo(sn), nil
+}
+
+// takeSnapshot is Snapshot for a session in use.
+func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, name string, auto bool) (_ *Snapshot, err error) {
+	cfg := m.lay.cfg
+	release, err := m.lay.reserve("snap:"+tenant+"/"+name, fmt.Sprintf("snapshot %q", name))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if _, err := cfg.Store.GetSnapshot(ctx, tenant, name); err == nil {
+		return nil, errdefs.New(errdefs.ErrConflict, "snapshot %q already exists", name)
+	} else if !errdefs.Is(err, errdefs.ErrNotFound) {
+		return nil, err
+	}
+	rec := e.snapshot()
+	sn := &Snapshot{ID: newLayerID("n"), Tenant: tenant, Name: name, Image: rec.Image, Session: rec.ID, AutoDelete: auto}
+	m.lay.mu.Lock()
+	var parent string
+	if a := m.lay.att[rec.Name]; a != nil {
+		parent = a.Snapshot
+	}
+	m.lay.mu.Unlock()
+	if parent != "" {
+		all, err := cfg.Store.ListSnapshots(ctx, tenant)
+		if err != nil {
+			return nil, err
+		}
+		i := slices.IndexFunc(all, func(s *Snapshot) bool { return s.ID == parent })
+		if i < 0 {
+			return nil, fmt.Errorf("the snapshot session %q started from is gone", rec.ID)
+		}
+		chain, err := m.snapshotChain(ctx, all[i])
+		if err != nil {
+			return nil, err
+		}
+		if len(chain) >= maxChain {
+			return nil, invalid("session %q lies on %d snapshot layers already, the most there may be; export and import its snapshot to flatten them", rec.ID, len(chain))
+		}
+		sn.Parent, sn.ImageDigest = parent, all[i].ImageDigest
+	}
+	img, err := m.images.Get(rec.Image)
+	if err != nil {
+		if errdefs.Is(err, errdefs.ErrNotFound) {
+			return nil, errdefs.New(errdefs.ErrConflict, "the image %q of session %q is gone", rec.Image, rec.ID)
+		}
+		return nil, err
+	}
+	if sn.ImageDigest == "" {
+		sn.ImageDigest = img.Digest
+	}
+	// The session's extra overlays are the image's host directories, in
+	// this order (see create).
+	sn.Overlays = slices.Clone(img.HostDirs)
+	dir := m.snapshotDir(sn.ID)
+	if err := os.MkdirAll(filepath.Join(dir, "ov"), 0o700); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	st, frozen, err := m.copyLayers(ctx, e, dir, len(sn.Overlays))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot session %q: %w", rec.ID, err)
+	}
+	sn.SizeBytes = st.Bytes
+	sn.CreatedAt = time.Now().UTC()
+	if err := cfg.Store.CreateSnapshot(context.WithoutCancel(ctx), sn); err != nil {
+		return nil, err
+	}
+	m.logFor(ctx).Info("snapshot taken", "session_id", rec.ID, "tenant", tenant, "snapshot", name, "id", sn.ID,
+		"bytes", st.Bytes, "files", st.Files+st.Dirs, "frozen", frozen)
+	return sn, nil
+}
+
+// copyLayers freezes the session, copies its writable layers into dir
+// (root/ and ov/<i>/), and thaws it. It returns what was copied and how
+// long the session stood still.
+func (m *Manager) copyLayers(ctx context.Context, e *entry, dir string, overlays int) (snapshot.Stats, time.Duration, error) {
+	var total snapshot.Stats
+	sb := e.sb
+	fctx, cancel := context.WithTimeout(ctx, freezeTimeout)
+	defer cancel()
+	if err := sb.Freeze(fctx); err != nil {
+		return total, 0, errdefs.New(errdefs.ErrUnavailable, "freeze the session's processes: %v", err)
+	}
+	start := time.Now()
+	base := sb.IDs().HostID
+	st, err := snapshot.Copy(ctx, filepath.Join(dir, "root"), sb.UpperDir(), base)
+	total = st
+	for i := 0; err == nil && i < overlays; i++ {
+		st, err = snapshot.Copy(ctx, filepath.Join(dir, "ov", strconv.Itoa(i)), sb.OverlayUpperDir(i), base)
+		total.Files, total.Dirs, total.Links, total.Bytes, total.Skipped = total.Files+st.Files, total.Dirs+st.Dirs, total.Links+st.Links, total.Bytes+st.Bytes, total.Skipped+st.Skipped
+	}
+	frozen := time.Since(start)
+	if terr := sb.Thaw(); terr != nil {
+		// A session left frozen answers nothing; say so loudly.
+		m.log.Error("could not thaw a session after its snapshot", "sandbox", e.rec.Name, "error", terr)
+		if err == nil {
+			err = terr
+		}
+	}
+	return total, frozen, err
+}
+
+// ForkRequest asks for copies of a session.
+type ForkRequest struct {
+	// Count is the number of new sessions, 1 to MaxForks (0: len(IDs)).
+	Count int
+	// IDs, if given, are the new sessions' ids, one per session.
+	IDs []string
+	// Snapshot names the snapshot the forks start from; "" takes one that
+	// is deleted with the last of the forks.
+	Snapshot string
+}
+
+// Fork snapshots the session and starts req.Count new sessions from the
+// snapshot, with the session's image, limits, environment, user, labels,
+// TTLs and current directory. Their files are the session's at the moment
+// of the snapshot; nothing else is carried over (processes, the shell's
+// variables, the workspace). If one of them cannot be created, none is.
+func (m *Manager) Fork(ctx context.Context, tenant, id string, req *ForkRequest) (_ *SnapshotInfo, _ []*Session, err error) {
+	defer m.observe(OpFork, time.Now(), &err)
+	if err := m.layersOn(); err != nil {
+		return nil, nil, err
+	}
+	n := req.Count
+	if n == 0 {
+		n = len(req.IDs)
+	}
+	if n < 1 || n > MaxForks {
+		return nil, nil, invalid("count must be 1 to %d", MaxForks)
+	}
+	if len(req.IDs) > 0 && len(req.IDs) != n {
+		return nil, nil, invalid("ids has %d ids for %d sessions", len(req.IDs), n)
+	}
+	for i, sid := range req.IDs {
+		if !idPattern.MatchString(sid) {
+			return nil, nil, invalid("id %q must match [a-z0-9][a-z0-9_-]{0,62}", sid)
+		}
+		if slices.Contains(req.IDs[:i], sid) {
+			return nil, nil, invalid("id %q is given twice", sid)
+		}
+	}
+	name, auto := req.Snapshot, req.Snapshot == ""
+	if auto {
+		b := make([]byte, 6)
+		rand.Read(b)
+		name = fmt.Sprintf("fork-%x", b)
+	}
+	if err := checkName("snapshot", name); err != nil {
+		return nil, nil, err
+	}
+	e, done, err := m.use(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	sn, err := m.takeSnapshot(ctx, tenant, e, name, auto)
+	rec, cwd := e.snapshot(), e.Cwd()
+	done()
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]*Session, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			cr := &CreateRequest{Env: rec.Env, Cwd: cwd, Limits: rec.Limits, IdleTTL: rec.IdleTTL, MaxLifetime: rec.MaxLifetime,
+				Labels: rec.Labels, User: rec.User, Snapshot: name}
+			if len(req.IDs) > 0 {
+				cr.ID = req.IDs[i]
+			}
+			s, created, err := m.Create(ctx, tenant, cr)
+			if err == nil && !created {
+				err = errdefs.New(errdefs.ErrConflict, "session %q already exists", cr.ID)
+				s = nil
+			}
+			out[i], errs[i] = s, err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		for _, s := range out {
+			if s != nil {
+				m.Delete(context.WithoutCancel(ctx), tenant, s.ID)
+			}
+		}
+		if auto {
+			m.autoDeleteSnapshot(tenant, sn.ID)
+		}
+		return nil, nil, fmt.Errorf("fork %d of %d: %w", i+1, n, err)
+	}
+	return m.snapshotInfo(sn), out, nil
+}
+
+// GetSnapshot returns the tenant's snapshot name.
+func (m *Manager) GetSnapshot(ctx context.Context, tenant, name string) (*SnapshotInfo, error) {
+	if err := m.layersOn(); err != nil {
+		return nil, err
+	}
+	sn, err := m.lay.cfg.Store.GetSnapshot(ctx, tenant, name)
+	if err != nil {
+		return nil, err
+	}
+	return m.snapshotInfo(sn), nil
+}
+
+// ListSnapshots returns the tenant's snapshots by name.
+func (m *Manager) ListSnapshots(ctx context.Context, tenant string) ([]*SnapshotInfo, error) {
+	if err := m.layersOn(); err != nil {
+		return nil, err
+	}
+	sns, err := m.lay.cfg.Store.ListSnapshots(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*SnapshotInfo, 0, len(sns))
+	for _, sn := range sns {
+		out = append(out, m.snapshotInfo(sn))
+	}
+	return out, nil
+}
+
+// DeleteSnapshot deletes the tenant's snapshot name. A snapshot that
+// sessions started from, or that another snapshot builds on, is
+// ErrConflict.
+func (m *Manager) DeleteSnapshot(ctx context.Context, tenant, name string) error {
+	if err := m.layersOn(); err != nil {
+		return err
+	}
+	sn, err := m.lay.cfg.Store.GetSnapshot(ctx, tenant, name)
+	if err != nil {
+		return err
+	}
+	return m.deleteSnapshot(ctx, sn)
+}
+
+func (m *Manager) deleteSnapshot(ctx context.Context, sn *Snapshot) error {
+	cfg := m.lay.cfg
+	s := &m.lay
+	s.mu.Lock()
+	s.initLocked()
+	if s.snaps[sn.ID] > 0 || s.busy["id:"+sn.ID] {
+		s.mu.Unlock()
+		if info := m.snapshotInfo(sn); len(info.UsedBy) > 0 {
+			return errdefs.New(errdefs.ErrConflict, "snapshot %q is in use by session %q; delete those sessions first", sn.Name, info.UsedBy)
+		}
+		return errdefs.New(errdefs.ErrConflict, "snapshot %q is in use (being exported or deleted)", sn.Name)
+	}
+	s.busy["id:"+sn.ID] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.busy, "id:"+sn.ID)
+		s.mu.Unlock()
+	}()
+	all, err := cfg.Store.ListSnapshots(ctx, sn.Tenant)
+	if err != nil {
+		return err
+	}
+	for _, o := range all {
+		if o.Parent == sn.ID {
+			return errdefs.New(errdefs.ErrConflict, "snapshot %q is the base of snapshot %q; delete that one first", sn.Name, o.Name)
+		}
+	}
+	dctx := context.WithoutCancel(ctx)
+	if err := cfg.Store.DeleteSnapshot(dctx, sn.Tenant, sn.Name); err != nil {
+		return err
+	}
+	// Without its record the layer is debris: a failure here is cleaned
+	// up at the next start.
+	if err := os.RemoveAll(m.snapshotDir(sn.ID)); err != nil {
+		m.log.Warn("could not remove a snapshot's layer", "snapshot", sn.Name, "id", sn.ID, "error", err)
+	}
+	m.logFor(ctx).Info("snapshot deleted", "tenant", sn.Tenant, "snapshot", sn.Name, "id", sn.ID)
+	return nil
+}
+
+// autoDeleteSnapshot deletes the fork snapshot id of tenant if nothing uses
+// it any more.
+func (m *Manager) autoDeleteSnapshot(tenant, id string) {
+	all, err := m.lay.cfg.Store.ListSnapshots(context.Background(), tenant)
+	if err != nil {
+		return
+	}
+	i := slices.IndexFunc(all, func(s *Snapshot) bool { return s.ID == id })
+	if i < 0 || !all[i].AutoDelete {
+		return
+	}
+	if err := m.deleteSnapshot(context.Background(), all[i]); err != nil && !errdefs.Is(err, errdefs.ErrConflict) {
+		m.log.Warn("could not delete a fork's snapshot", "snapshot", all[i].Name, "error", err)
+	}
+}
+
+// ExportSnapshot writes the tenant's snapshot name to w as a zstd tarball
+// (see package snapshot), its layers merged into one.
+func (m *Manager) ExportSnapshot(ctx context.Context, tenant, name string, w io.Writer) error {
+	if err := m.layersOn(); err != nil {
+		return err
+	}
+	sn, err := m.lay.cfg.Store.GetSnapshot(ctx, tenant, name)
+	if err != nil {
+		return err
+	}
+	s := &m.lay
+	s.mu.Lock()
+	s.initLocked()
+	if s.busy["id:"+sn.ID] {
+		s.mu.Unlock()
+		return errdefs.New(errdefs.ErrNotFound, "snapshot %q is being deleted", name)
+	}
+	s.snaps[sn.ID]++ // no delete while it is read
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.snaps[sn.ID]--; s.snaps[sn.ID] <= 0 {
+			delete(s.snaps, sn.ID)
+		}
+		s.mu.Unlock()
+	}()
+	chain, err := m.snapshotChain(ctx, sn)
+	if err != nil {
+		return err
+	}
+	return snapshot.Export(ctx, w, snapshot.Manifest{Image: sn.Image, ImageDigest: sn.ImageDigest}, chain)
+}
+
+// ImportSnapshot stores the snapshot archive r (as ExportSnapshot writes
+// it) as the tenant's snapshot name. The image it names need not exist yet;
+// sessions started from it need it, with the same digest.
+func (m *Manager) ImportSnapshot(ctx context.Context, tenant, name string, r io.Reader) (_ *SnapshotInfo, err error) {
+	if err := m.layersOn(); err != nil {
+		return nil, err
+	}
+	if err := checkName("snapshot", name); err != nil {
+		return nil, err
+	}
+	cfg := m.lay.cfg
+	release, err := m.lay.reserve("snap:"+tenant+"/"+name, fmt.Sprintf("snapshot %q", name))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if _, err := cfg.Store.GetSnapshot(ctx, tenant, name); err == nil {
+		return nil, errdefs.New(errdefs.ErrConflict, "snapshot %q already exists", name)
+	} else if !errdefs.Is(err, errdefs.ErrNotFound) {
+		return nil, err
+	}
+	sn := &Snapshot{ID: newLayerID("n"), Tenant: tenant, Name: name}
+	dir := m.snapshotDir(sn.ID)
+	man, st, err := snapshot.Import(ctx, r, dir, snapshot.ImportLimits{MaxBytes: cfg.MaxImportBytes})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	if err := image.ValidName(man.Image); err != nil {
+		return nil, invalid("the archive names image %q: %v", man.Image, err)
+	}
+	sn.Image, sn.ImageDigest, sn.Overlays = man.Image, man.ImageDigest, man.Overlays
+	sn.SizeBytes, sn.CreatedAt = st.Bytes, time.Now().UTC()
+	if err := cfg.Store.CreateSnapshot(context.WithoutCancel(ctx), sn); err != nil {
+		return nil, err
+	}
+	m.logFor(ctx).Info("snapshot imported", "tenant", tenant, "snapshot", name, "id", sn.ID, "bytes", st.Bytes)
+	return m.snapshotInfo(sn), nil
+}

@@ -1,0 +1,66 @@
+package wire
+
+import (
+	"bytes"
+	"testing"
+)
+
+// TestChunkerNeverSplitsACharacter feeds text one byte at a time: every
+// chunk is valid UTF-8 and together they are the input.
+func TestChunkerNeverSplitsACharacter(t *testing.T) {
+	in := []byte("héllo wörld ✓ 𝄞 end")
+	var c Chunker
+	var out bytes.Buffer
+	for i := range in {
+		text, raw := c.Next(in[i : i+1])
+		if raw != nil {
+			t.Fatalf("byte %d: valid text came back as raw bytes %q", i, raw)
+		}
+		out.WriteString(text)
+	}
+	if f := c.Flush(); f != nil {
+		t.Errorf("Flush after complete text = %q", f)
+	}
+	if out.String() != string(in) {
+		t.Errorf("chunks = %q, want %q", out.String(), in)
+	}
+}
+
+func TestChunkerRaw(t *testing.T) {
+	var c Chunker
+	if text, raw := c.Next([]byte{'a', 0xff, 'b'}); text != "" || !bytes.Equal(raw, []byte{'a', 0xff, 'b'}) {
+		t.Errorf("invalid UTF-8 = %q, %q; want the exact bytes", text, raw)
+	}
+	c.Next([]byte{0xe2, 0x9c}) // the start of ✓
+	if f := c.Flush(); !bytes.Equal(f, []byte{0xe2, 0x9c}) {
+		t.Errorf("Flush = %q, want the held-back bytes", f)
+	}
+}
+
+func TestText(t *testing.T) {
+	if text, raw := Text([]byte("ok")); text != "ok" || raw != nil {
+		t.Errorf("Text(ok) = %q, %q", text, raw)
+	}
+	if text, raw := Text([]byte{'a', 0xff}); text != "a\uFFFD" || Base64(raw) != "Yf8=" {
+		t.Errorf("Text(a\\xff) = %q, %q", text, Base64(raw))
+	}
+}
+
+func TestSignals(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+	}{{"KILL", 9}, {"sigterm", 15}, {"SIGINT", 2}, {"28", 28}, {"64", 64}} {
+		if n, err := ParseSignal(c.in); err != nil || n != c.want {
+			t.Errorf("ParseSignal(%q) = %d, %v; want %d", c.in, n, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "0", "65", "-1", "NOPE", "SIG"} {
+		if _, err := ParseSignal(bad); err == nil {
+			t.Errorf("ParseSignal(%q): no error", bad)
+		}
+	}
+	if SignalName(9) != "SIGKILL" || SignalName(40) != "signal 40" {
+		t.Errorf("SignalName: %q %q", SignalName(9), SignalName(40))
+	}
+}
