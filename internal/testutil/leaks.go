@@ -74,7 +74,7 @@ func (s *HostState) Compare(t testing.TB) {
 			now.Dirs = append(now.Dirs, tree(d)...)
 		}
 		added = map[string][]string{
-			"mount":          diff(now.Mounts, s.Mounts),
+			"mount":          s.ours(diff(now.Mounts, s.Mounts)),
 			"cgroup":         diff(now.Cgroups, s.Cgroups),
 			"child process":  diff(itoa(now.Children), itoa(s.Children)),
 			"network netns":  diff(now.Netns, s.Netns),
@@ -99,6 +99,27 @@ func (s *HostState) Compare(t testing.TB) {
 			t.Errorf("leaked %s: %s", kind, x)
 		}
 	}
+}
+
+// ours keeps the mounts that can be this check's: anywhere but the temporary
+// directory, or under the directories it watches (a data directory). Other
+// test binaries run at the same time and mount in their own temporary
+// directories; those are theirs to check.
+func (s *HostState) ours(mounts []string) []string {
+	tmp := filepath.Clean(os.TempDir()) + "/"
+	var out []string
+	for _, m := range mounts {
+		mine := !strings.HasPrefix(m, tmp)
+		for _, d := range s.watchDirs {
+			if base := filepath.Dir(d); m == base || strings.HasPrefix(m, base+"/") {
+				mine = true
+			}
+		}
+		if mine {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func diff(now, before []string) []string {
