@@ -219,7 +219,7 @@ func FuzzUnpackLayers(f *testing.F) {
 	s.MaxImportBytes, s.MaxImportEntries = 1<<20, 64
 
 	f.Fuzz(func(t *testing.T, upper, lower []byte) {
-		img, err := s.storeOCI(t.Context(), "fuzz", imageOfLayers(t, lower, upper), config{}, provenance{Layers: 2})
+		img, err := s.storeOCI(t.Context(), "fuzz", imageOfLayers(t, lower, upper), config{}, provenance{Layers: 2}, nil)
 		checkOutsideUntouched(t, s, base, canary, before)
 		if err != nil {
 			if c := errdefs.ClassOf(err); c != errdefs.ErrInvalidArgument && c != errdefs.ErrTooLarge {
@@ -301,7 +301,7 @@ func TestUnpackLayersOutcomes(t *testing.T) {
 		{"dotdot", []entry{{name: "../" + escapeName, body: "x"}}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			img, err := s.storeOCI(t.Context(), "t", imageOfLayers(t, makeTar(t, tc.lower...), makeTar(t, tc.upper...)), config{}, provenance{})
+			img, err := s.storeOCI(t.Context(), "t", imageOfLayers(t, makeTar(t, tc.lower...), makeTar(t, tc.upper...)), config{}, provenance{}, nil)
 			if tc.want == nil {
 				if !errdefs.Is(err, errdefs.ErrInvalidArgument) {
 					t.Fatalf("storeOCI = %v, %v; want invalid_argument", img, err)

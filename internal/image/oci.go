@@ -102,7 +102,9 @@ func pickImage(idx v1.ImageIndex, want *v1.Platform, what string) (v1.Image, err
 					untagged = append(untagged, img)
 					continue
 				}
-				seen = append(seen, d.Platform.String())
+				if d.Platform.OS != "unknown" { // attestations
+					seen = append(seen, d.Platform.String())
+				}
 				if d.Platform.Satisfies(*want) {
 					return idx.Image(d.Digest)
 				}
@@ -202,8 +204,9 @@ func provenanceOf(img v1.Image, cf *v1.ConfigFile, source string) (provenance, e
 	return provenance{Source: source, ImageID: id.String(), Platform: platformOf(cf), Layers: len(layers)}, nil
 }
 
-// storeOCI flattens img's layers into a new rootfs and stores it as name.
-func (s *Store) storeOCI(ctx context.Context, name string, img v1.Image, cfg config, prov provenance) (*Image, error) {
+// storeOCI flattens img's layers into a new rootfs and stores it as name;
+// unpacked, if not nil, is called between the two.
+func (s *Store) storeOCI(ctx context.Context, name string, img v1.Image, cfg config, prov provenance, unpacked func()) (*Image, error) {
 	return s.importWith(ctx, name, cfg, prov, func(ctx context.Context, rootfs string) error {
 		rc := mutate.Extract(img)
 		defer rc.Close() // stops the extracting goroutine if unpacking failed
@@ -219,6 +222,9 @@ func (s *Store) storeOCI(ctx context.Context, name string, img v1.Image, cfg con
 				return err
 			}
 			return classifyReadErr(fmt.Errorf("flatten the layers: %w", err))
+		}
+		if unpacked != nil {
+			unpacked()
 		}
 		return nil
 	})
@@ -351,7 +357,7 @@ func (s *Store) importOCI(ctx context.Context, name string, img v1.Image, want *
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "import image %q: %v", name, archiveErr(err))
 	}
-	return s.storeOCI(ctx, name, img, cfg, prov)
+	return s.storeOCI(ctx, name, img, cfg, prov, nil)
 }
 
 // archiveErr classifies what go-containerregistry says about a local

@@ -201,12 +201,9 @@ func (s *Store) Pull(ctx context.Context, ref string, opts PullOptions) (*Image,
 		return nil, fmt.Errorf("pull %s: %w", r, err)
 	}
 	report(Progress{Status: "extracting", Layers: len(layers)})
-	stored, err := s.storeOCI(ctx, local, flat, cfg, prov)
-	if err != nil {
-		return nil, err
-	}
-	report(Progress{Status: "storing", Layers: len(layers)})
-	return stored, nil
+	return s.storeOCI(ctx, local, flat, cfg, prov, func() {
+		report(Progress{Status: "storing", Layers: len(layers)})
+	})
 }
 
 // download fetches img's layers into dir, jobs at a time, and returns
