@@ -17,8 +17,13 @@ func (d *Daemon) openLayers() error {
 		return fmt.Errorf("%w; pass --no-disk-quota to run without size limits", err)
 	}
 	d.workspaces = ws
+	// 0700: snapshot layers hold files owned by host root (the sandboxes'
+	// root's), set-id bits included; no other host user may reach them.
 	snaps := filepath.Join(d.cfg.DataDir, "snapshots")
 	if err := os.MkdirAll(snaps, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(snaps, 0o700); err != nil {
 		return err
 	}
 	d.manager.SetLayers(session.LayersConfig{Store: d.store, Workspaces: ws, SnapshotDir: snaps})

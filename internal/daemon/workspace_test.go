@@ -17,6 +17,7 @@ import (
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/daemon/daemontest"
 )
 
@@ -275,7 +276,7 @@ func TestFork(t *testing.T) {
 	}
 	// Changes to the root layer and to the base image's /usr overlay, a
 	// deletion, and a file of another owner.
-	sh(t, c, "src", "mkdir -p /srv/app && echo state > /srv/app/f && echo tool > /usr/local/bin/t && rm /etc/motd 2>/dev/null; chown 1000:1000 /srv/app/f; cd /srv/app")
+	sh(t, c, "src", "mkdir -p /srv/app && echo state > /srv/app/f && echo tool > /usr/local/bin/t && rm /etc/hosts && chown 1000:1000 /srv/app/f && cd /srv/app")
 	start := time.Now()
 	r, err := c.Fork(bg, "src", &api.ForkRequest{Count: 5})
 	if err != nil {
@@ -286,8 +287,8 @@ func TestFork(t *testing.T) {
 		t.Fatalf("Fork = %+v", r)
 	}
 	for i, s := range r.Sessions {
-		got := sh(t, c, s.ID, "pwd; cat /srv/app/f /usr/local/bin/t; stat -c %u /srv/app/f; echo $MARK; test -e /etc/motd && echo motd; true")
-		if got != "/srv/app\nstate\ntool\n1000\nm1\n" {
+		got := sh(t, c, s.ID, "pwd; cat /srv/app/f /usr/local/bin/t; stat -c %u /srv/app/f; echo $MARK; test -e /etc/hosts || echo deleted")
+		if got != "/srv/app\nstate\ntool\n1000\nm1\ndeleted\n" {
 			t.Errorf("fork %d sees %q", i, got)
 		}
 		sh(t, c, s.ID, fmt.Sprintf("echo %d > /srv/app/mine && echo changed > /srv/app/f", i))
@@ -398,7 +399,7 @@ func TestSnapshotExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two layers (sb below, a2's changes above) export as one.
-	sh(t, c, "a2", "mkdir -p /opt/x && echo data > /opt/x/f && ln -s f /opt/x/l && chown -R 1000 /opt/x && rm -f /etc/motd && dd if=/dev/urandom of=/opt/x/bin bs=1k count=300 2>/dev/null && md5sum /opt/x/bin > /opt/x/sum")
+	sh(t, c, "a2", "mkdir -p /opt/x && echo data > /opt/x/f && ln -s f /opt/x/l && chown -R 1000 /opt/x && rm /etc/hosts && dd if=/dev/urandom of=/opt/x/bin bs=1k count=300 2>/dev/null && md5sum /opt/x/bin > /opt/x/sum")
 	if _, err := c.Snapshot(bg, "a2", "exp"); err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +428,7 @@ func TestSnapshotExportImport(t *testing.T) {
 	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "i", Snapshot: "imp"}); err != nil {
 		t.Fatal(err)
 	}
-	got := sh(t, c, "i", "cat /root/b /opt/x/l; stat -c %u /opt/x/f; md5sum -c /opt/x/sum; test -e /etc/motd || echo gone")
+	got := sh(t, c, "i", "cat /root/b /opt/x/l; stat -c %u /opt/x/f; md5sum -c /opt/x/sum; test -e /etc/hosts || echo gone")
 	if got != "from-b\ndata\n1000\n/opt/x/bin: OK\ngone\n" {
 		t.Errorf("a session from the imported snapshot sees %q", got)
 	}
@@ -521,5 +522,90 @@ func TestSnapshotWhileBusy(t *testing.T) {
 		}
 	}
 	c.DeleteSession(bg, "s")
+	checkLayersGone(t, h)
+}
+
+// TestLayersSurviveRestart: a daemon that keeps its sessions running across
+// a restart knows again which session mounts which workspace and which
+// snapshot it started from.
+func TestLayersSurviveRestart(t *testing.T) {
+	h1 := daemontest.Start(t, func(c *config.Config) { c.Shutdown = config.ShutdownKeep })
+	c := h1.Client
+	if _, err := c.CreateWorkspace(bg, &api.CreateWorkspaceRequest{Name: "w", SizeMB: 32}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "src"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, "src", "echo base > /root/f")
+	if _, err := c.Snapshot(bg, "src", "snap"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "s", Workspace: "w", Snapshot: "snap"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, "s", "echo before > /workspace/f")
+	c.DeleteSession(bg, "src")
+	h1.Stop()
+
+	h2 := restartAt(t, h1, config.ShutdownDestroy)
+	c = h2.Client
+	if got := sh(t, c, "s", "cat /root/f /workspace/f && echo after >> /workspace/f"); got != "base\nbefore\n" {
+		t.Errorf("the adopted session sees %q", got)
+	}
+	if err := c.DeleteWorkspace(bg, "w"); client.Code(err) != "conflict" {
+		t.Errorf("deleting the adopted session's workspace = %v, want conflict", err)
+	}
+	if err := c.DeleteSnapshot(bg, "snap"); client.Code(err) != "conflict" {
+		t.Errorf("deleting the adopted session's snapshot = %v, want conflict", err)
+	}
+	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "t", Workspace: "w"}); client.Code(err) != "conflict" {
+		t.Errorf("a second writer after the restart = %v, want conflict", err)
+	}
+	if err := c.DeleteSession(bg, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "t", Workspace: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, c, "t", "cat /workspace/f"); got != "before\nafter\n" {
+		t.Errorf("the workspace after the restart holds %q", got)
+	}
+	c.DeleteSession(bg, "t")
+	if err := c.DeleteWorkspace(bg, "w"); err != nil {
+		t.Error(err)
+	}
+	if err := c.DeleteSnapshot(bg, "snap"); err != nil {
+		t.Error(err)
+	}
+	checkLayersGone(t, h2)
+}
+
+// TestWorkspaceWithoutQuota: a daemon without disk quotas keeps workspaces
+// as plain directories and refuses a size it cannot enforce.
+func TestWorkspaceWithoutQuota(t *testing.T) {
+	h := daemontest.Start(t, func(c *config.Config) { c.NoDiskQuota = true })
+	c := h.Client
+	if _, err := c.CreateWorkspace(bg, &api.CreateWorkspaceRequest{Name: "w", SizeMB: 64}); client.Code(err) != "invalid_argument" {
+		t.Errorf("a size limit without quotas = %v, want invalid_argument", err)
+	}
+	if _, err := c.CreateWorkspace(bg, &api.CreateWorkspaceRequest{Name: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "s", Workspace: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, "s", "echo x > /workspace/f && chown 1000 /workspace/f")
+	c.DeleteSession(bg, "s")
+	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "s2", Workspace: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, c, "s2", "stat -c '%u %s' /workspace/f"); got != "1000 2\n" {
+		t.Errorf("the next session sees %q", got)
+	}
+	c.DeleteSession(bg, "s2")
+	if err := c.DeleteWorkspace(bg, "w"); err != nil {
+		t.Error(err)
+	}
 	checkLayersGone(t, h)
 }

@@ -170,10 +170,6 @@ type Config struct {
 	// Overlays are host directories mounted as extra writable overlays
 	// (the base image's /usr): each gets its own upper layer.
 	Overlays []Overlay
-	// Binds are host directories mounted into the sandbox (a workspace),
-	// idmapped like the layers: files owned by host ids 0-65535 belong to
-	// the sandbox's ids 0-65535. They need a user namespace.
-	Binds []Bind
 	BaseDir  string
 	Env      []string
 	Shell    string
@@ -184,6 +180,11 @@ type Config struct {
 	User string
 	// BackgroundLogBytes bounds the background output log.
 	BackgroundLogBytes int
+
+	// Binds are host directories mounted into the sandbox (a workspace),
+	// idmapped like the layers: files owned by host ids 0-65535 belong to
+	// the sandbox's ids 0-65535. They need a user namespace.
+	Binds []Bind
 }
 
 // Overlay is a host directory shown at Target, writable per sandbox.

@@ -224,6 +224,14 @@ func (m *Manager) recoverLayers(ctx context.Context) error {
 		live[e.rec.Name] = true
 	}
 	m.mu.Unlock()
+	// A daemon that died while it snapshotted a session left it frozen.
+	m.mu.Lock()
+	for _, e := range m.live {
+		if e.sb != nil {
+			e.sb.Thaw() // a session that is not frozen stays as it is
+		}
+	}
+	m.mu.Unlock()
 	atts, err := cfg.Store.ListAttachments(ctx)
 	if err != nil {
 		return err

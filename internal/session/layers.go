@@ -89,7 +89,8 @@ type LayersConfig struct {
 	// SnapshotDir holds the snapshots' layers, one directory each.
 	SnapshotDir string
 	// MaxImportBytes caps the file data of an imported snapshot (0: the
-	// largest disk limit a session may have).
+	// largest disk limit a session may have, at most 64 GiB). An import
+	// also never takes the free space the daemon keeps (MinFreeDiskMB).
 	MaxImportBytes int64
 }
 
@@ -121,7 +122,7 @@ type wsUse struct {
 // SetLayers enables workspaces and snapshots. Call it before Recover.
 func (m *Manager) SetLayers(cfg LayersConfig) {
 	if cfg.MaxImportBytes == 0 {
-		cfg.MaxImportBytes = m.cfg.MaxLimits.DiskMB << 20
+		cfg.MaxImportBytes = min(m.cfg.MaxLimits.DiskMB<<20, 64<<30)
 	}
 	m.lay.cfg = &cfg
 }

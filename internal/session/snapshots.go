@@ -113,6 +113,9 @@ func (m *Manager) Snapshot(ctx context.Context, tenant, id, name string) (_ *Sna
 // takeSnapshot is Snapshot for a session in use.
 func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, name string, auto bool) (_ *Snapshot, err error) {
 	cfg := m.lay.cfg
+	if err := m.CheckDisk(); err != nil {
+		return nil, err
+	}
 	release, err := m.lay.reserve("snap:"+tenant+"/"+name, fmt.Sprintf("snapshot %q", name))
 	if err != nil {
 		return nil, err
@@ -462,9 +465,17 @@ func (m *Manager) ImportSnapshot(ctx context.Context, tenant, name string, r io.
 	} else if !errdefs.Is(err, errdefs.ErrNotFound) {
 		return nil, err
 	}
+	// The archive's data may not eat into the free space the daemon keeps.
+	limit := cfg.MaxImportBytes
+	if d, err := m.Disk(); err == nil && d.Free > d.Min {
+		limit = min(limit, int64(min(d.Free-d.Min, 1<<62)))
+	}
+	if err := m.CheckDisk(); err != nil {
+		return nil, err
+	}
 	sn := &Snapshot{ID: newLayerID("n"), Tenant: tenant, Name: name}
 	dir := m.snapshotDir(sn.ID)
-	man, st, err := snapshot.Import(ctx, r, dir, snapshot.ImportLimits{MaxBytes: cfg.MaxImportBytes})
+	man, st, err := snapshot.Import(ctx, r, dir, snapshot.ImportLimits{MaxBytes: limit})
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,9 @@ func (m *Manager) CreateWorkspace(ctx context.Context, tenant, name string, size
 	case sizeMB > m.cfg.MaxLimits.DiskMB:
 		return nil, invalid("size_mb %d exceeds the maximum of %d", sizeMB, m.cfg.MaxLimits.DiskMB)
 	}
+	if err := m.CheckDisk(); err != nil {
+		return nil, err
+	}
 	release, err := m.lay.reserve("ws:"+tenant+"/"+name, fmt.Sprintf("workspace %q", name))
 	if err != nil {
 		return nil, err

@@ -288,9 +288,19 @@ func readlinkat(dir int, name string) (string, error) {
 	}
 }
 
+// smallFile is the size up to which a file is copied with one read and
+// one write: cheaper than looking for holes and splicing.
+const smallFile = 64 << 10
+
 // copyData copies size bytes of src to dst, keeping holes: only the data
 // extents are copied (copy_file_range where the filesystems allow it).
 func copyData(dst, src int, size int64) (int64, error) {
+	if size == 0 {
+		return 0, nil
+	}
+	if size <= smallFile {
+		return copyRangeSlow(dst, src, 0, size)
+	}
 	var copied int64
 	off := int64(0)
 	for off < size {
@@ -313,7 +323,10 @@ func copyData(dst, src int, size int64) (int64, error) {
 		}
 		off = hole
 	}
-	// The file's length, with a hole at the end if there is one.
+	if off >= size {
+		return copied, nil
+	}
+	// A hole at the end: the file's length.
 	return copied, unix.Ftruncate(dst, size)
 }
 
@@ -342,7 +355,7 @@ func copyRange(dst, src int, off, n int64) (int64, error) {
 }
 
 func copyRangeSlow(dst, src int, off, n int64) (int64, error) {
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, min(n, 1<<20))
 	var done int64
 	for done < n {
 		k, err := unix.Pread(src, buf[:min(int64(len(buf)), n-done)], off+done)

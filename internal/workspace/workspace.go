@@ -15,7 +15,10 @@
 //
 // Files in a workspace are the sandboxes' to plant: the daemon never reads
 // or writes inside data/ through a path; it only measures it and removes it
-// whole.
+// whole. Canonical owners are real host users (sandboxed root's files are
+// host root's, set-id bits included), so <data>/workspaces is mode 0700: no
+// host user but root may reach them, and per-workspace filesystems are
+// mounted nosuid and nodev.
 package workspace
 
 import (
@@ -49,6 +52,9 @@ func Open(dataDir string, limits bool) (*Store, error) {
 	root := filepath.Join(dataDir, "workspaces")
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("create workspaces directory: %w", err)
+	}
+	if err := os.Chmod(root, 0o700); err != nil {
+		return nil, err
 	}
 	s := &Store{dir: filepath.Join(root, "layers")}
 	if limits {
