@@ -22,6 +22,7 @@ func newBenchCommand(a *app) *cobra.Command {
 		asJSON   bool
 		embedded bool
 		dataDir  string
+		noQuota  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -41,7 +42,7 @@ running daemon, mind its rate limit (--rate-limit 0 on that daemon).`,
 			ctx := cmd.Context()
 			c := a.client()
 			if embedded {
-				d, stop, err := embeddedDaemon(ctx, dataDir, o.Density)
+				d, stop, err := embeddedDaemon(ctx, dataDir, o.Density, noQuota)
 				if err != nil {
 					return err
 				}
@@ -71,12 +72,13 @@ running daemon, mind its rate limit (--rate-limit 0 on that daemon).`,
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&embedded, "embedded", false, "start a daemon in this process for the run")
 	f.StringVar(&dataDir, "data-dir", "/var/lib/warren-bench", "data directory of the embedded daemon (emptied first)")
+	f.BoolVar(&noQuota, "no-disk-quota", false, "run the embedded daemon without disk limits (no layer store), to see what they cost")
 	return cmd
 }
 
 // embeddedDaemon starts a daemon for a benchmark run in a fresh data
 // directory.
-func embeddedDaemon(ctx context.Context, dataDir string, density int) (*daemon.Daemon, func(), error) {
+func embeddedDaemon(ctx context.Context, dataDir string, density int, noQuota bool) (*daemon.Daemon, func(), error) {
 	if err := os.RemoveAll(dataDir); err != nil {
 		return nil, nil, err
 	}
@@ -87,6 +89,10 @@ func embeddedDaemon(ctx context.Context, dataDir string, density int) (*daemon.D
 	cfg.Shutdown = config.ShutdownDestroy
 	cfg.Auth.Disabled = true
 	cfg.Auth.RateLimit = 0
+	if noQuota {
+		cfg.NoDiskQuota = true
+		cfg.Session.DefaultLimits.DiskMB = 0
+	}
 	cfg.Session.MaxSessions = max(cfg.Session.MaxSessions, density+32)
 	ctx, cancel := context.WithCancel(ctx)
 	d, err := daemon.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
