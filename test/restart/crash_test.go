@@ -249,3 +249,39 @@ func TestCrashLoop(t *testing.T) {
 		t.Errorf("sandbox directories left after the last stop: %d", len(ents))
 	}
 }
+
+// TestSIGTERMKeepsSessions: systemd's stop (SIGTERM) with the default
+// --shutdown=keep leaves sessions running, and the next start carries on
+// with their processes, files, cwd and environment.
+func TestSIGTERMKeepsSessions(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dataDir := testutil.TraversableDir(t)
+	parent := fmt.Sprintf("%s%d-term", testutil.TestCgroupPrefix, os.Getpid())
+	testutil.CheckLeaks(t, parent, filepath.Join(dataDir, "sessions"), filepath.Join(dataDir, "layers"))
+	logf, err := os.Create(filepath.Join(t.TempDir(), "daemon.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := start(t, dataDir, parent, "keep", logf)
+	if _, err := d.c.CreateSession(bg, &api.CreateSessionRequest{ID: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := d.c.Exec(bg, "kept", &api.ExecRequest{Command: "cd /tmp && export KEPT=1 && echo data > f && (sleep 600 &)"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	p, err := d.c.StartProcess(bg, "kept", &api.StartProcessRequest{Command: "while :; do echo tick; sleep 0.05; done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.stop(t)
+
+	d = start(t, dataDir, parent, "destroy", logf)
+	res, err := d.c.Exec(bg, "kept", &api.ExecRequest{Command: "pwd; echo $KEPT; cat f; pgrep -fc '^sleep 600'"})
+	if err != nil || res.Stdout != "/tmp\n1\ndata\n1\n" {
+		t.Errorf("after SIGTERM and a restart: %+v, %v", res, err)
+	}
+	if pr, err := d.c.GetProcess(bg, "kept", p.ID); err != nil || pr.State != "running" {
+		t.Errorf("the process after SIGTERM and a restart: %+v, %v", pr, err)
+	}
+	d.stop(t) // destroy: the leak check sees a clean host
+}
