@@ -173,6 +173,14 @@ func ignoreSignals() {
 	}()
 }
 
+// userEnv adds what the session's user implies (HOME, USER, ...) to env.
+func (a *Agent) userEnv(env []string) []string {
+	if a.spec.User != "" && a.owner != nil {
+		return a.owner.env(env)
+	}
+	return env
+}
+
 func pickShell(want string) string {
 	if want != "" {
 		return want
@@ -204,6 +212,17 @@ func (a *Agent) handle(ctx context.Context, s *agentproto.Stream, op agentproto.
 		// start holds the shell's first turn, so the first command queues
 		// behind it.
 		t := a.shell.enqueue()
+		if h.Env != nil {
+			// Applied in the hello's turn, before the shell's first start
+			// (which queues behind it): a warm sandbox becoming a session.
+			go func(t *turn, env []string) {
+				if err := a.shell.acquire(context.Background(), t); err == nil {
+					a.shell.setEnv(a.userEnv(env))
+					a.shell.release()
+				}
+			}(t, h.Env)
+			t = a.shell.enqueue()
+		}
 		s.Reply(agentproto.HelloReply{Version: agentproto.Version, Shell: a.shell.path}, nil)
 		go func() {
 			if err := a.shell.acquire(context.Background(), t); err == nil {

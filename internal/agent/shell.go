@@ -166,6 +166,18 @@ func newShell(a *Agent, path string, env []string, cwd string) *shell {
 	return sh
 }
 
+// setEnv replaces the environment the shell starts with, before its first
+// start. The caller holds the shell's turn.
+func (sh *shell) setEnv(env []string) {
+	if sh.started || sh.proc != nil {
+		return
+	}
+	sh.env = env
+	sh.lastState.Lock()
+	sh.snapEnv = env
+	sh.lastState.Unlock()
+}
+
 // enqueue takes a place in the queue. It does not block, so the caller can
 // run on the connection's read loop and keep arrival order.
 func (sh *shell) enqueue() *turn {

@@ -26,6 +26,10 @@ const (
 // Hello is the first call on a connection.
 type Hello struct {
 	Version int `json:"version"`
+	// Env, when set on the first hello, replaces the spec's environment
+	// for the shell and the processes the agent starts (a sandbox from a
+	// warm pool learns its session's environment this way).
+	Env []string `json:"env,omitempty"`
 }
 
 // HelloReply answers Hello.

@@ -295,7 +295,7 @@ image exist, and names them. The content is deleted by "warren image prune".`,
 func newImagePruneCommand(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "prune",
-		Short: "Delete image content that no name points to and no session uses",
+		Short: "Delete image content that no name points to and no session or snapshot uses",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			res, err := a.client().PruneImages(cmd.Context())

@@ -68,6 +68,7 @@ var settings = []Setting{
 	setting("session.background_log_bytes", "background-log-bytes", "output of background processes a session keeps", func(c *Config) any { return &c.Session.BackgroundLogBytes }),
 	setting("session.create_timeout", "create-timeout", "how long creating a sandbox may take", func(c *Config) any { return &c.Session.CreateTimeout }),
 	setting("session.reap_interval", "reap-interval", "how often expired sessions are looked for", func(c *Config) any { return &c.Session.ReapInterval }),
+	setting("session.pool_size", "pool-size", "sandboxes of the default image kept started and waiting, so that a create with default settings takes one (0: no pool)", func(c *Config) any { return &c.Session.PoolSize }),
 	setting("session.min_free_disk_mb", "min-free-disk-mb", "free space in MiB the data directory's filesystem must keep for a session to be created (0: 1 GiB or 5% of the filesystem, whichever is smaller; negative: no check)", func(c *Config) any { return &c.Session.MinFreeDiskMB }).negativeOK(),
 
 	setting("session.default_limits.memory_mb", "default-memory-mb", "memory limit of a session that asks for none", func(c *Config) any { return &c.Session.DefaultLimits.MemoryMB }),

@@ -60,7 +60,8 @@ func (s *Server) getImage(w http.ResponseWriter, r *http.Request) {
 const maxUsersNamed = 10
 
 // deleteImage removes an image's name, unless sessions use it. Its content
-// goes with the next prune, once no session runs from it.
+// goes with the next prune, once no session runs from it and no snapshot
+// applies to it.
 func (s *Server) deleteImage(w http.ResponseWriter, r *http.Request) {
 	if err := requireAdmin(r, "removing images"); err != nil {
 		s.writeError(w, r, err)

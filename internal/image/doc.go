@@ -9,7 +9,8 @@
 // own tmp/ directory and moves it into blobs/ once complete, and it never
 // writes into a stored rootfs again. Writes of a session go to the overlay's
 // upper layer, which this package does not manage. Content that a name or a
-// lease (a running sandbox) points to is never garbage-collected.
+// lease (of a running sandbox, or of a snapshot) points to is never
+// garbage-collected.
 //
 // Import and pull must never write outside the store, follow a symlink out
 // of an import source, create device nodes, or copy any host secret into

@@ -134,7 +134,7 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // Store is the on-disk image store:
 //
 //	<dir>/names.json                     name -> digest, rewritten atomically
-//	<dir>/leases.json                    holder -> digest (see Acquire)
+//	<dir>/leases.json                    holder -> digest (see Acquire, AcquireDigest)
 //	<dir>/blobs/sha256-<hex>/rootfs/     an immutable rootfs
 //	<dir>/blobs/sha256-<hex>/image.json  its metadata
 //	<dir>/tmp/                           imports in progress, emptied by Open
@@ -343,9 +343,10 @@ func (s *Store) List() ([]*Image, error) {
 	return out, nil
 }
 
-// load reads a blob's metadata. Blobs are immutable, and GC removes only
-// blobs no name points to, so a blob read here may vanish only if its name
-// was removed in the meantime.
+// load reads a blob's metadata; name is what the Image is called and what
+// errors name. Blobs are immutable, and GC removes only blobs no name
+// points to and no lease holds, so a blob read here may vanish only if its
+// name was removed (or its lease ended) in the meantime.
 func (s *Store) load(name, digest string) (*Image, error) {
 	dir := s.blobDir(digest)
 	b, err := os.ReadFile(filepath.Join(dir, "image.json"))
@@ -408,7 +409,7 @@ func (s *Store) Remove(name string) error {
 }
 
 // GC deletes the content that no name points to, no lease holds (see
-// Acquire) and inUse reports as unused (inUse may be nil: nothing else is
+// Acquire and AcquireDigest) and inUse reports as unused (inUse may be nil: nothing else is
 // in use). It returns how many blobs it removed. inUse is called with the
 // store locked and must not call back into the Store.
 func (s *Store) GC(inUse func(digest string) bool) (removed int, err error) {

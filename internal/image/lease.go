@@ -10,10 +10,11 @@ import (
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
-// Leases keep content that a running sandbox has mounted. A name can move
-// to other content (a new pull, an import over it) or go away while
-// sessions still run from the old content; a lease keeps that content from
-// GC until its holder releases it.
+// Leases keep content that a running sandbox has mounted, or that a
+// snapshot's changes apply to. A name can move to other content (a new
+// pull, an import over it) or go away while sessions still run from the old
+// content, or snapshots still need it; a lease keeps that content from GC
+// until its holder releases it. A holder holds at most one lease.
 //
 // Leases live in leases.json, rewritten atomically but not fsynced: they
 // only have to outlive the daemon's process, not the host. After a crash
@@ -119,6 +120,53 @@ func (s *Store) Acquire(holder, name string) (*Image, error) {
 	return img, nil
 }
 
+// AcquireDigest returns the content digest, whatever name points to it if
+// any, and leases it to holder (a sandbox's name, or a snapshot's holder),
+// so that GC keeps it while the holder needs it. The Image's Name is "":
+// content by digest has none. It is idempotent for a holder that leases
+// digest already. Content that is not stored is errdefs.ErrNotFound: only
+// a pull or import of the very same content brings it back. A holder that
+// leases other content is errdefs.ErrConflict.
+func (s *Store) AcquireDigest(holder, digest string) (*Image, error) {
+	if err := validHolder(holder); err != nil {
+		return nil, err
+	}
+	if !digestRE.MatchString(digest) {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "invalid image digest %q: want sha256: and 64 lowercase hex digits", digest)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	img, err := s.load(digest, digest)
+	if errdefs.Is(err, errdefs.ErrNotFound) {
+		return nil, errdefs.New(errdefs.ErrNotFound, "image content %s is not in the image store", digest)
+	}
+	if err != nil {
+		return nil, err
+	}
+	img.Name = ""
+	switch d, ok := s.leases[holder]; {
+	case ok && d == digest:
+		return img, nil
+	case ok:
+		return nil, errdefs.New(errdefs.ErrConflict, "%s holds a lease on image content %s already, not %s", holder, d, digest)
+	}
+	s.leases[holder] = digest
+	if err := s.saveLeasesLocked(); err != nil {
+		delete(s.leases, holder)
+		return nil, err
+	}
+	return img, nil
+}
+
+// Lease returns the digest of the content holder leases, if it holds a
+// lease.
+func (s *Store) Lease(holder string) (digest string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	digest, ok = s.leases[holder]
+	return digest, ok
+}
+
 // Release ends holder's lease, if it has one.
 func (s *Store) Release(holder string) error {
 	s.mu.Lock()
@@ -136,7 +184,8 @@ func (s *Store) Release(holder string) error {
 }
 
 // RetainLeases ends every lease whose holder keep rejects: the daemon
-// calls it at start with the sandboxes it adopted.
+// calls it at start with the sandboxes it adopted and the snapshots it
+// has.
 func (s *Store) RetainLeases(keep func(holder string) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -161,7 +210,8 @@ type PruneResult struct {
 	Bytes int64
 }
 
-// Prune deletes the content that no name points to and no lease holds.
+// Prune deletes the content that no name points to and no lease (of a
+// sandbox or a snapshot) holds.
 func (s *Store) Prune() (*PruneResult, error) {
 	deleted, n, err := s.gc(nil)
 	if err != nil {

@@ -540,3 +540,71 @@ func TestLeases(t *testing.T) {
 		t.Errorf("Open with a torn leases.json: %v", err)
 	}
 }
+
+// TestAcquireDigest: a lease by digest keeps content that no name points
+// to any more, and content that is gone is not found by its digest.
+func TestAcquireDigest(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	old, err := s.ImportTar(ctx, "py", bytes.NewReader(makeTar(t, entry{name: "v", body: "1"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ImportTar(ctx, "py", bytes.NewReader(makeTar(t, entry{name: "v", body: "22"}))); err != nil {
+		t.Fatal(err)
+	}
+	// The name moved on; the old content is still stored, and found by
+	// its digest alone.
+	got, err := s.AcquireDigest("snapshot:n1", old.Digest)
+	if err != nil || got.Digest != old.Digest || got.Name != "" || got.RootFS != old.RootFS {
+		t.Fatalf("AcquireDigest(snapshot:n1, old) = %+v, %v; want %s, no name", got, err, old.Digest)
+	}
+	if d, ok := s.Lease("snapshot:n1"); !ok || d != old.Digest {
+		t.Errorf("Lease(snapshot:n1) = %q, %v; want %s", d, ok, old.Digest)
+	}
+	if _, err := s.AcquireDigest("snapshot:n1", old.Digest); err != nil {
+		t.Errorf("AcquireDigest again = %v, want it idempotent", err)
+	}
+	other, err := s.Get("py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireDigest("snapshot:n1", other.Digest); !errdefs.Is(err, errdefs.ErrConflict) {
+		t.Errorf("AcquireDigest of other content for the same holder = %v, want conflict", err)
+	}
+	for _, d := range []string{"", "sha256:x", "sha256:" + strings.Repeat("A", 64), "md5:" + strings.Repeat("0", 64)} {
+		if _, err := s.AcquireDigest("h", d); !errdefs.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("AcquireDigest(%q) = %v, want invalid_argument", d, err)
+		}
+	}
+	if err := s.Remove("py"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Prune()
+	if err != nil || !slices.Equal(res.Deleted, []string{other.Digest}) {
+		t.Fatalf("Prune = %+v, %v; want only %s deleted", res, err, other.Digest)
+	}
+	// Content that is gone is not found, and the error names its digest.
+	_, err = s.AcquireDigest("snapshot:n2", other.Digest)
+	if !errdefs.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), other.Digest) {
+		t.Errorf("AcquireDigest of pruned content = %v, want not_found naming %s", err, other.Digest)
+	}
+	if _, ok := s.Lease("snapshot:n2"); ok {
+		t.Error("a failed AcquireDigest left a lease")
+	}
+	// The lease survives a restart, and its release frees the content.
+	s2, err := Open(s.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := s2.Lease("snapshot:n1"); !ok || d != old.Digest {
+		t.Errorf("Lease after reopen = %q, %v; want %s", d, ok, old.Digest)
+	}
+	if err := s2.Release("snapshot:n1"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s2.Prune()
+	if err != nil || !slices.Equal(res.Deleted, []string{old.Digest}) {
+		t.Errorf("Prune after Release = %+v, %v; want %s", res, err, old.Digest)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,6 +181,11 @@ type Config struct {
 	User string
 	// BackgroundLogBytes bounds the background output log.
 	BackgroundLogBytes int
+
+	// Deferred starts the sandbox without saying hello to its agent: its
+	// shell does not start until Claim, which also gives it its hostname
+	// and environment. A warm pool's sandboxes start this way.
+	Deferred bool
 
 	// Binds are host directories mounted into the sandbox (a workspace),
 	// idmapped like the layers: files owned by host ids 0-65535 belong to
@@ -480,7 +486,10 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 	if err := sb.awaitInit(ctx, statusR, cg); err != nil {
 		return nil, err
 	}
-	if err := sb.connect(ctx); err != nil {
+	if c.Deferred {
+		return sb, nil
+	}
+	if err := sb.connect(ctx, nil); err != nil {
 		return nil, err
 	}
 	return sb, nil
@@ -655,7 +664,9 @@ func (sb *Sandbox) awaitInit(ctx context.Context, status *os.File, cg *cgroup.Se
 	}
 }
 
-func (sb *Sandbox) connect(ctx context.Context) error {
+// connect dials the agent and says hello; env, if not nil, replaces the
+// environment of the agent's shell, which the first hello starts.
+func (sb *Sandbox) connect(ctx context.Context, env []string) error {
 	p, d, err := socketPath(sb.dir)
 	if err != nil {
 		return err
@@ -668,7 +679,7 @@ func (sb *Sandbox) connect(ctx context.Context) error {
 	}
 	sb.conn = agentproto.NewConn(c, nil)
 	var rep agentproto.HelloReply
-	s, err := sb.conn.Call(agentproto.OpHello, agentproto.Hello{Version: agentproto.Version}, nil)
+	s, err := sb.conn.Call(agentproto.OpHello, agentproto.Hello{Version: agentproto.Version, Env: env}, nil)
 	if err == nil {
 		_, err = sb.result(ctx, s, &rep)
 	}
@@ -848,7 +859,7 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 	if n, err := sb.cg.OOMKills(); err == nil {
 		sb.oomSeen = n // only kills from now on are news
 	}
-	if err := sb.connect(ctx); err != nil {
+	if err := sb.connect(ctx, nil); err != nil {
 		sb.pidfd.Close()
 		r.ids.put(ids)
 		return nil, err
@@ -871,6 +882,52 @@ func checkInCgroup(pid int, name string) error {
 		}
 	}
 	return errdefs.New(errdefs.ErrNotFound, "sandbox %s: pid %d is another process now", name, pid)
+}
+
+// Claim makes a sandbox started with Config.Deferred a session's: it gets
+// the session's hostname, and its shell starts with env. On error the
+// caller destroys the sandbox.
+func (sb *Sandbox) Claim(ctx context.Context, hostname string, env []string) error {
+	if err := sb.setHostname(hostname); err != nil {
+		return fmt.Errorf("set hostname: %w", err)
+	}
+	return sb.connect(ctx, env)
+}
+
+// setHostname sets the hostname of the sandbox's UTS namespace from the
+// outside: the agent has no CAP_SYS_ADMIN to do it. The calling thread
+// joins the namespace and comes back; a thread that cannot come back is
+// never unlocked, so the runtime ends it rather than reuse it.
+func (sb *Sandbox) setHostname(name string) error {
+	target, err := unix.Open(fmt.Sprintf("/proc/%d/ns/uts", sb.pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(target)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		own, err := unix.Open(fmt.Sprintf("/proc/self/task/%d/ns/uts", unix.Gettid()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer unix.Close(own)
+		if err := unix.Setns(target, unix.CLONE_NEWUTS); err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		err = unix.Sethostname([]byte(name))
+		if berr := unix.Setns(own, unix.CLONE_NEWUTS); berr != nil {
+			errc <- errors.Join(err, fmt.Errorf("return to the host's UTS namespace: %w", berr))
+			return // still locked: the thread goes with the goroutine
+		}
+		runtime.UnlockOSThread()
+		errc <- err
+	}()
+	return <-errc
 }
 
 // parentOf returns pid's parent, or -1. A sandbox is our child when this

@@ -209,8 +209,9 @@ func (s *layerState) detachLocked(a *Attachment) (snapshotUnused bool) {
 
 // recoverLayers rebuilds the counts of what live sessions use from the
 // stored attachments, forgets the attachments of sessions that are gone,
-// and removes workspaces' and snapshots' storage that no record owns (the
-// remains of a create or delete cut short by a crash).
+// makes the snapshots' image leases agree with the snapshots, and removes
+// workspaces' and snapshots' storage that no record owns (the remains of a
+// create or delete cut short by a crash).
 //
 // Preconditions: Recover has put every surviving session in m.live.
 func (m *Manager) recoverLayers(ctx context.Context) error {
@@ -269,6 +270,7 @@ func (m *Manager) recoverLayers(ctx context.Context) error {
 			}
 		}
 	}
+	m.recoverSnapshotImages(snaps)
 	for _, sn := range snaps {
 		if sn.AutoDelete {
 			m.autoDeleteSnapshot(sn.Tenant, sn.ID)

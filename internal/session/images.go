@@ -2,7 +2,9 @@ package session
 
 import (
 	"slices"
+	"strings"
 
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/image"
 )
 
@@ -11,16 +13,102 @@ import (
 // the content outlives a new pull or an import over the name, or the
 // name's removal: Acquire at creation (and again, idempotently, when a
 // restarted daemon adopts the session), Release when it is deleted.
+//
+// A snapshot leases the content its changes apply to, by digest, for as
+// long as it exists (holder snapshotHolder(ID)): from when it is taken or
+// imported (or, imported before that content was stored, from the first
+// session made of it) to its deletion. A session from a snapshot runs on
+// that content, whatever the image's name points to by then.
 type Images interface {
 	Get(name string) (*image.Image, error)
 	// Acquire returns the image called name and leases its content to
 	// holder, a sandbox's name; a holder with a lease gets that lease's
 	// content back.
 	Acquire(holder, name string) (*image.Image, error)
+	// AcquireDigest returns the content digest and leases it to holder;
+	// content that is not stored is ErrNotFound.
+	AcquireDigest(holder, digest string) (*image.Image, error)
+	// Lease returns the digest of the content holder leases, if any.
+	Lease(holder string) (digest string, ok bool)
 	// Release ends holder's lease, if any.
 	Release(holder string) error
 	// RetainLeases ends the leases whose holder keep rejects.
 	RetainLeases(keep func(holder string) bool) error
+}
+
+// snapshotHolderPrefix starts the lease holders of snapshots; sandbox
+// names are hex and never start with it.
+const snapshotHolderPrefix = "snapshot:"
+
+// snapshotHolder is the image lease holder of the snapshot with this ID.
+func snapshotHolder(id string) string { return snapshotHolderPrefix + id }
+
+// acquireImage returns the image content a new session runs on and leases
+// it to the session's sandbox. A session from a snapshot runs on the
+// content the snapshot's changes apply to, by digest, and the snapshot
+// leases it too (an imported snapshot may hold no lease yet); any other
+// session runs on what rec.Image names now.
+func (m *Manager) acquireImage(rec *Session, lay *attached) (*image.Image, error) {
+	if lay == nil || lay.snap == nil || lay.snap.ImageDigest == "" {
+		return m.images.Acquire(rec.Name, rec.Image)
+	}
+	sn := lay.snap
+	if _, err := m.leaseSnapshotImage(sn); err != nil {
+		return nil, err
+	}
+	img, err := m.images.AcquireDigest(rec.Name, sn.ImageDigest)
+	if err != nil {
+		return nil, err
+	}
+	img.Name = sn.Image
+	return img, nil
+}
+
+// leaseSnapshotImage leases the content sn's changes apply to to sn, and
+// returns it. Content that is not stored is ErrConflict, with a message
+// that names the digest: sessions from sn cannot start until a pull or
+// import brings back that very content.
+func (m *Manager) leaseSnapshotImage(sn *Snapshot) (*image.Image, error) {
+	img, err := m.images.AcquireDigest(snapshotHolder(sn.ID), sn.ImageDigest)
+	if errdefs.Is(err, errdefs.ErrNotFound) {
+		return nil, errdefs.New(errdefs.ErrConflict, "snapshot %q holds changes to image %q as it was (%s), and the image store no longer has that content; pull or import that exact image again to start sessions from it", sn.Name, sn.Image, sn.ImageDigest)
+	}
+	return img, err
+}
+
+// releaseSnapshotImage ends the lease of a deleted snapshot on its image
+// content.
+func (m *Manager) releaseSnapshotImage(sn *Snapshot) {
+	if err := m.images.Release(snapshotHolder(sn.ID)); err != nil {
+		m.log.Warn("release the image lease of a snapshot", "snapshot", sn.Name, "id", sn.ID, "error", err)
+	}
+}
+
+// recoverSnapshotImages makes the image leases agree with the snapshots
+// at start: it ends the leases of snapshots that are gone (deleted by a
+// daemon that stopped before it released them) and leases the content of
+// each snapshot that holds none (snapshots of a daemon from before
+// snapshot leases, and imports made before their content was stored).
+func (m *Manager) recoverSnapshotImages(snaps []*Snapshot) {
+	byID := map[string]*Snapshot{}
+	for _, sn := range snaps {
+		byID[sn.ID] = sn
+	}
+	err := m.images.RetainLeases(func(h string) bool {
+		id, ok := strings.CutPrefix(h, snapshotHolderPrefix)
+		return !ok || byID[id] != nil
+	})
+	if err != nil {
+		m.log.Warn("drop the image leases of deleted snapshots", "error", err)
+	}
+	for _, sn := range snaps {
+		if sn.ImageDigest == "" {
+			continue
+		}
+		if _, err := m.leaseSnapshotImage(sn); err != nil {
+			m.log.Warn("snapshot without its image content", "tenant", sn.Tenant, "snapshot", sn.Name, "id", sn.ID, "error", err)
+		}
+	}
 }
 
 // imageUser is the user a new session runs as when the request names none:
@@ -73,8 +161,11 @@ func (m *Manager) releaseImage(sandboxName string) {
 
 // retainImageLeases ends the image leases of sandboxes that no session
 // owns any more: those of a daemon that stopped without deleting them.
+// Snapshots' leases are left to recoverSnapshotImages, which knows the
+// snapshots.
 func (m *Manager) retainImageLeases(owned map[string]bool) {
-	if err := m.images.RetainLeases(func(h string) bool { return owned[h] }); err != nil {
+	keep := func(h string) bool { return owned[h] || strings.HasPrefix(h, snapshotHolderPrefix) }
+	if err := m.images.RetainLeases(keep); err != nil {
 		m.log.Warn("drop stale image leases", "error", err)
 	}
 }

@@ -43,6 +43,10 @@ type Config struct {
 	// or 5% of the filesystem, whichever is smaller; negative turns the
 	// check off. Running sessions are never stopped for it.
 	MinFreeDiskMB int64
+	// PoolSize is how many sandboxes of the default image are kept started
+	// and waiting, so that a create with default settings takes one rather
+	// than starting a sandbox (see pool.go). 0: no pool.
+	PoolSize int
 }
 
 // DefaultConfig is what a daemon without configuration uses.
@@ -135,6 +139,9 @@ type Manager struct {
 
 	tenants Tenants  // nil: only the daemon's limits
 	obs     Observer // set before Recover; never nil
+
+	pool     pool
+	creating atomic.Int64 // creates in progress; the pool waits for them
 
 	reconcileMu sync.Mutex      // one reconciler pass at a time
 	suspects    map[string]bool // leftovers unowned on the last pass
@@ -244,9 +251,10 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err := m.recoverLayers(ctx); err != nil {
 		return err
 	}
-	m.reaperWG.Add(2)
+	m.reaperWG.Add(3)
 	go m.reaper()
 	go m.reconciler()
+	go m.poolLoop()
 	return nil
 }
 
@@ -578,11 +586,19 @@ func sandboxName() string {
 
 func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateRequest) (*Session, bool, error) {
 	hidden := req.Hidden
+	m.creating.Add(1)
+	defer m.creating.Add(-1)
 	// The client may go away; the creation still completes, so a retry of
 	// an idempotent create finds the session.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
 	defer cancel()
 	rec := e.rec
+	if w := m.takeWarm(rec, req); w != nil {
+		if s, ok, err := m.createWarm(ctx, k, e, w); ok {
+			return s, err == nil, err
+		}
+		// The warm sandbox would not take the session: start a cold one.
+	}
 	fail := func(err error) (*Session, bool, error) {
 		if c := errdefs.ClassOf(err); c == errdefs.ErrUnavailable || c == errdefs.ErrInternal {
 			m.logFor(ctx).Warn("session create failed", "session_id", rec.ID, "tenant", rec.Tenant, "sandbox", rec.Name, "error", err)
@@ -603,7 +619,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 		failed := fail
 		fail = func(err error) (*Session, bool, error) { m.detachLayers(rec.Name); return failed(err) }
 	}
-	img, err := m.images.Acquire(rec.Name, rec.Image)
+	img, err := m.acquireImage(rec, lay)
 	if err != nil {
 		if errdefs.Is(err, errdefs.ErrNotFound) {
 			return fail(invalid("image %q does not exist", rec.Image))
@@ -1072,6 +1088,7 @@ func (m *Manager) close(ctx context.Context, keep bool) error {
 	m.mu.Unlock()
 	close(m.stop)
 	m.reaperWG.Wait()
+	m.drainPool(ctx)
 	var wg sync.WaitGroup
 	for k, e := range all {
 		wg.Add(1)

@@ -49,6 +49,9 @@ func (m *Manager) reconcile(suspects map[string]bool) map[string]bool {
 		e.mu.Unlock()
 	}
 	m.mu.Unlock()
+	for _, n := range m.pool.names() {
+		owned[n] = true
+	}
 	next := map[string]bool{}
 	for _, n := range left {
 		switch {

@@ -152,16 +152,29 @@ func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, nam
 		}
 		sn.Parent, sn.ImageDigest = parent, all[i].ImageDigest
 	}
-	img, err := m.images.Get(rec.Image)
-	if err != nil {
-		if errdefs.Is(err, errdefs.ErrNotFound) {
-			return nil, errdefs.New(errdefs.ErrConflict, "the image %q of session %q is gone", rec.Image, rec.ID)
-		}
-		return nil, err
-	}
 	if sn.ImageDigest == "" {
-		sn.ImageDigest = img.Digest
+		// The content the session runs on is the one its sandbox leases,
+		// whatever the name points to now.
+		if d, ok := m.images.Lease(rec.Name); ok {
+			sn.ImageDigest = d
+		} else if cur, err := m.images.Get(rec.Image); err == nil {
+			sn.ImageDigest = cur.Digest
+		} else if errdefs.Is(err, errdefs.ErrNotFound) {
+			return nil, errdefs.New(errdefs.ErrConflict, "the image %q of session %q is gone", rec.Image, rec.ID)
+		} else {
+			return nil, err
+		}
 	}
+	// The snapshot leases that content until it is deleted.
+	img, err := m.leaseSnapshotImage(sn)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot session %q: %w", rec.ID, err)
+	}
+	defer func() {
+		if err != nil {
+			m.releaseSnapshotImage(sn)
+		}
+	}()
 	// The session's extra overlays are the image's host directories, in
 	// this order (see create).
 	sn.Overlays = slices.Clone(img.HostDirs)
@@ -386,11 +399,12 @@ func (m *Manager) deleteSnapshot(ctx context.Context, sn *Snapshot) error {
 	if err := cfg.Store.DeleteSnapshot(dctx, sn.Tenant, sn.Name); err != nil {
 		return err
 	}
-	// Without its record the layer is debris: a failure here is cleaned
-	// up at the next start.
+	// Without its record the layer is debris and the lease stale: a
+	// failure here is cleaned up at the next start.
 	if err := os.RemoveAll(m.snapshotDir(sn.ID)); err != nil {
 		m.log.Warn("could not remove a snapshot's layer", "snapshot", sn.Name, "id", sn.ID, "error", err)
 	}
+	m.releaseSnapshotImage(sn)
 	m.logFor(ctx).Info("snapshot deleted", "tenant", sn.Tenant, "snapshot", sn.Name, "id", sn.ID)
 	return nil
 }
@@ -445,8 +459,11 @@ func (m *Manager) ExportSnapshot(ctx context.Context, tenant, name string, w io.
 }
 
 // ImportSnapshot stores the snapshot archive r (as ExportSnapshot writes
-// it) as the tenant's snapshot name. The image it names need not exist yet;
-// sessions started from it need it, with the same digest.
+// it) as the tenant's snapshot name, and leases the image content it
+// applies to. That content need not be stored yet (it is then leased by
+// the first session made from the snapshot); until a pull or import stores
+// it, with the same digest, sessions from the snapshot fail with an error
+// that names the digest.
 func (m *Manager) ImportSnapshot(ctx context.Context, tenant, name string, r io.Reader) (_ *SnapshotInfo, err error) {
 	if err := m.layersOn(); err != nil {
 		return nil, err
@@ -489,9 +506,31 @@ func (m *Manager) ImportSnapshot(ctx context.Context, tenant, name string, r io.
 	}
 	sn.Image, sn.ImageDigest, sn.Overlays = man.Image, man.ImageDigest, man.Overlays
 	sn.SizeBytes, sn.CreatedAt = st.Bytes, time.Now().UTC()
+	missing := false
+	if sn.ImageDigest != "" {
+		switch _, lerr := m.images.AcquireDigest(snapshotHolder(sn.ID), sn.ImageDigest); {
+		case errdefs.Is(lerr, errdefs.ErrNotFound):
+			missing = true
+		case errdefs.Is(lerr, errdefs.ErrInvalidArgument):
+			return nil, invalid("the archive names image digest %q; want sha256: and 64 lowercase hex digits", sn.ImageDigest)
+		case lerr != nil:
+			return nil, lerr
+		default:
+			defer func() {
+				if err != nil {
+					m.releaseSnapshotImage(sn)
+				}
+			}()
+		}
+	}
 	if err := cfg.Store.CreateSnapshot(context.WithoutCancel(ctx), sn); err != nil {
 		return nil, err
 	}
-	m.logFor(ctx).Info("snapshot imported", "tenant", tenant, "snapshot", name, "id", sn.ID, "bytes", st.Bytes)
+	log := m.logFor(ctx)
+	log.Info("snapshot imported", "tenant", tenant, "snapshot", name, "id", sn.ID, "bytes", st.Bytes)
+	if missing {
+		log.Warn("the imported snapshot's image content is not stored; sessions from it fail until it is pulled or imported",
+			"tenant", tenant, "snapshot", name, "image", sn.Image, "image_digest", sn.ImageDigest)
+	}
 	return m.snapshotInfo(sn), nil
 }
