@@ -29,6 +29,9 @@ type Config struct {
 	// ShutdownGrace is how long in-flight requests may run after a stop
 	// signal before sessions are torn down.
 	ShutdownGrace time.Duration
+	// PprofListen, if set, is a loopback address where the daemon serves
+	// net/http/pprof, without authentication: for profiling on the host.
+	PprofListen string
 	// AllowNoUserNS lets the daemon run where user namespaces are not
 	// available; sandboxed code then runs as an unprivileged host user.
 	AllowNoUserNS bool
@@ -132,6 +135,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Shutdown != ShutdownKeep && c.Shutdown != ShutdownDestroy {
 		return fmt.Errorf("shutdown %q: use keep or destroy", c.Shutdown)
+	}
+	if c.PprofListen != "" {
+		host, _, err := net.SplitHostPort(c.PprofListen)
+		ip := net.ParseIP(host)
+		if err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			return fmt.Errorf("pprof listen address %q: must be a loopback host:port (the profiler has no authentication)", c.PprofListen)
+		}
 	}
 	if err := c.checkExposure(); err != nil {
 		return err

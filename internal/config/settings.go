@@ -50,6 +50,7 @@ var settings = []Setting{
 	setting("log_format", "log-format", "log format: json or text", func(c *Config) any { return &c.LogFormat }),
 	setting("log_level", "log-level", "log level: debug, info, warn or error", func(c *Config) any { return &c.LogLevel }),
 	setting("shutdown", "shutdown", "what stopping does to running sessions: keep (the next start adopts them) or destroy", func(c *Config) any { return &c.Shutdown }),
+	setting("pprof_listen", "pprof-listen", "loopback address to serve Go's profiler (net/http/pprof) on, for profiling the daemon (empty: off)", func(c *Config) any { return &c.PprofListen }),
 	setting("shutdown_grace", "shutdown-grace", "how long in-flight requests may run after a stop signal", func(c *Config) any { return &c.ShutdownGrace }),
 	setting("allow_no_userns", "allow-no-userns", "run where user namespaces are unavailable: sandboxed code then runs as an unprivileged host user, not as root in its own namespace", func(c *Config) any { return &c.AllowNoUserNS }),
 	setting("no_disk_quota", "no-disk-quota", "run without disk limits on sessions' writable layers (sessions may then not ask for limits.disk_mb)", func(c *Config) any { return &c.NoDiskQuota }),

@@ -37,18 +37,20 @@ var Version = "dev"
 
 // Daemon is a running warren daemon.
 type Daemon struct {
-	cfg     config.Config
-	log     *slog.Logger
-	lock    *os.File
-	store   *store.SQLite
-	images  *image.Store
-	cgroups *cgroup.Hierarchy
-	layers  *quota.Layers
-	manager *session.Manager
-	api     *httpapi.Server
-	audit   *audit.Log
-	ln      net.Listener
-	srv     *http.Server
+	cfg       config.Config
+	log       *slog.Logger
+	lock      *os.File
+	store     *store.SQLite
+	images    *image.Store
+	cgroups   *cgroup.Hierarchy
+	layers    *quota.Layers
+	manager   *session.Manager
+	api       *httpapi.Server
+	audit     *audit.Log
+	ln        net.Listener
+	srv       *http.Server
+	pprof     *http.Server // the profiler, if configured
+	pprofAddr atomic.Value // string
 	// keep: the daemon stopped and left its sessions running.
 	keep bool
 	// adminKey is the admin key this start created, "" if keys existed.
@@ -239,6 +241,10 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
+	var err error
+	if d.pprof, err = d.servePprof(); err != nil {
+		return errors.Join(fmt.Errorf("profiler: %w", err), d.Shutdown())
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- d.srv.Serve(d.ln) }()
 	d.log.Info("warren is serving", "addr", "http://"+d.ln.Addr().String(), "data_dir", d.cfg.DataDir, "cgroup", fmt.Sprintf("v%d", d.cgroups.Version()), "version", Version)
@@ -256,6 +262,9 @@ func (d *Daemon) Shutdown() error {
 	d.log.Info("shutting down")
 	grace, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownGrace)
 	defer cancel()
+	if d.pprof != nil {
+		d.pprof.Close()
+	}
 	if d.srv != nil {
 		d.srv.Shutdown(grace)
 	} else if d.ln != nil {

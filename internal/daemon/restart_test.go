@@ -3,6 +3,8 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -180,5 +182,28 @@ func TestReconcilerWhileRunning(t *testing.T) {
 	}
 	if res, err := h.Client.Exec(bg, "live", &api.ExecRequest{Command: "echo fine"}); err != nil || res.Stdout != "fine\n" {
 		t.Errorf("the live session after the reconciler: %+v, %v", res, err)
+	}
+}
+
+// TestPprof: --pprof-listen serves Go's profiler on loopback; it is off by
+// default and refused anywhere but loopback.
+func TestPprof(t *testing.T) {
+	h := daemontest.Start(t, func(c *config.Config) { c.PprofListen = "127.0.0.1:0" })
+	for h.Daemon.PprofAddr() == "" {
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + h.Daemon.PprofAddr() + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "goroutine profile") {
+		t.Errorf("profiler: %d %.100s", resp.StatusCode, b)
+	}
+	c := config.Default()
+	c.PprofListen = "0.0.0.0:6060"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("a non-loopback profiler address: %v", err)
 	}
 }
