@@ -5,7 +5,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -76,14 +75,15 @@ type route struct {
 
 // The encodings every transport shares (internal/wire).
 var (
-	toLimits     = wire.Limits
-	toAPISession = wire.Session
-	toAPIProcess = wire.Process
-	signalName   = wire.SignalName
-	parseSignal  = wire.ParseSignal
-	toAPIResult  = wire.Result
-	toAPIEntry   = wire.Entry
-	textOf       = wire.TextBase64
+	toLimits      = wire.Limits
+	toAPISession  = wire.Session
+	toAPIProcess  = wire.Process
+	signalName    = wire.SignalName
+	parseSignal   = wire.ParseSignal
+	toAPIResult   = wire.Result
+	toAPIEntry    = wire.Entry
+	textOf        = wire.TextBase64
+	toExecRequest = wire.ExecRequest
 )
 
 // DefaultTenant is the tenant of every caller when authentication is off.
@@ -311,33 +311,6 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func toExecRequest(req *api.ExecRequest) (*session.ExecRequest, error) {
-	out := &session.ExecRequest{
-		Command:   req.Command,
-		Argv:      req.Argv,
-		Env:       req.Env,
-		Cwd:       req.Cwd,
-		Timeout:   time.Duration(req.TimeoutMs) * time.Millisecond,
-		MaxOutput: req.MaxOutputBytes,
-	}
-	if req.TimeoutMs < 0 {
-		out.Timeout = -1
-	}
-	switch {
-	case req.Stdin != nil && req.StdinBase64 != nil:
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "give either stdin or stdin_base64, not both")
-	case req.Stdin != nil:
-		out.Stdin = []byte(*req.Stdin)
-	case req.StdinBase64 != nil:
-		b, err := base64.StdEncoding.DecodeString(*req.StdinBase64)
-		if err != nil {
-			return nil, errdefs.New(errdefs.ErrInvalidArgument, "stdin_base64 is not valid base64: %v", err)
-		}
-		out.Stdin = b
-	}
-	return out, nil
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {

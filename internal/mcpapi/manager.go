@@ -3,7 +3,6 @@ package mcpapi
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"io"
 	"time"
 
@@ -108,28 +107,9 @@ func (b *managerBackend) Exec(ctx context.Context, id string, req *api.ExecReque
 	if err != nil {
 		return nil, err
 	}
-	ereq := &session.ExecRequest{
-		Command:   req.Command,
-		Argv:      req.Argv,
-		Env:       req.Env,
-		Cwd:       req.Cwd,
-		Timeout:   time.Duration(req.TimeoutMs) * time.Millisecond,
-		MaxOutput: req.MaxOutputBytes,
-	}
-	if req.TimeoutMs < 0 {
-		ereq.Timeout = -1
-	}
-	switch {
-	case req.Stdin != nil && req.StdinBase64 != nil:
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "give either stdin or stdin_base64, not both")
-	case req.Stdin != nil:
-		ereq.Stdin = []byte(*req.Stdin)
-	case req.StdinBase64 != nil:
-		p, err := base64.StdEncoding.DecodeString(*req.StdinBase64)
-		if err != nil {
-			return nil, errdefs.New(errdefs.ErrInvalidArgument, "stdin_base64 is not valid base64: %v", err)
-		}
-		ereq.Stdin = p
+	ereq, err := wire.ExecRequest(req)
+	if err != nil {
+		return nil, err
 	}
 	res, err := b.m.Exec(ctx, tn, id, ereq, nil)
 	if err != nil {

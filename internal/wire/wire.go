@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -186,4 +187,33 @@ func ParseSignal(v string) (int, error) {
 		return n, nil
 	}
 	return 0, errdefs.New(errdefs.ErrInvalidArgument, "signal %q is not a signal name or number", v)
+}
+
+// ExecRequest is an API exec request for the manager: a negative timeout
+// means none, and stdin comes as text or base64, not both.
+func ExecRequest(req *api.ExecRequest) (*session.ExecRequest, error) {
+	out := &session.ExecRequest{
+		Command:   req.Command,
+		Argv:      req.Argv,
+		Env:       req.Env,
+		Cwd:       req.Cwd,
+		Timeout:   time.Duration(req.TimeoutMs) * time.Millisecond,
+		MaxOutput: req.MaxOutputBytes,
+	}
+	if req.TimeoutMs < 0 {
+		out.Timeout = -1
+	}
+	switch {
+	case req.Stdin != nil && req.StdinBase64 != nil:
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "give either stdin or stdin_base64, not both")
+	case req.Stdin != nil:
+		out.Stdin = []byte(*req.Stdin)
+	case req.StdinBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*req.StdinBase64)
+		if err != nil {
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, "stdin_base64 is not valid base64: %v", err)
+		}
+		out.Stdin = b
+	}
+	return out, nil
 }
