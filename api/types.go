@@ -416,6 +416,8 @@ type TenantQuota struct {
 	MaxCPUs               float64 `json:"max_cpus,omitempty"`
 	MaxLifetimeSeconds    int64   `json:"max_lifetime_seconds,omitempty"`
 	MaxExecTimeoutSeconds int64   `json:"max_exec_timeout_seconds,omitempty"`
+	MaxWorkspaces         int     `json:"max_workspaces,omitempty"`
+	MaxSnapshots          int     `json:"max_snapshots,omitempty"`
 }
 
 // TenantPolicy limits which programs exec may start: a convenience for

@@ -56,6 +56,10 @@ type Quota struct {
 	MaxLifetime time.Duration
 	// MaxExecTimeout caps one command's timeout.
 	MaxExecTimeout time.Duration
+	// MaxWorkspaces and MaxSnapshots cap how many workspaces and snapshots
+	// the tenant keeps: each is size-limited on its own, the count bounds
+	// the disk one tenant can hold.
+	MaxWorkspaces, MaxSnapshots int
 }
 
 // Policy says which programs a tenant's sessions may run, by base name
@@ -94,7 +98,7 @@ func (t *Tenant) Validate() error {
 		return errdefs.New(errdefs.ErrInvalidArgument, "tenant name %q: %s", t.Name, tenantRule)
 	}
 	q := t.Quota
-	if q.MaxSessions < 0 || q.MaxMemoryMB < 0 || q.MaxLifetime < 0 || q.MaxExecTimeout < 0 ||
+	if q.MaxSessions < 0 || q.MaxMemoryMB < 0 || q.MaxLifetime < 0 || q.MaxExecTimeout < 0 || q.MaxWorkspaces < 0 || q.MaxSnapshots < 0 ||
 		q.MaxCPUs < 0 || math.IsNaN(q.MaxCPUs) || math.IsInf(q.MaxCPUs, 0) {
 		return errdefs.New(errdefs.ErrInvalidArgument, "tenant %q: quota fields must be finite and not negative", t.Name)
 	}

@@ -323,11 +323,13 @@ func newTenantsGetCommand(a *app) *cobra.Command {
 
 // tenantFlags are the settings "tenants set" changes, each only when its
 // flag is given.
-var tenantFlags = []string{"max-sessions", "max-memory-mb", "max-cpus", "max-lifetime", "max-exec-timeout", "allow", "deny"}
+var tenantFlags = []string{"max-sessions", "max-memory-mb", "max-cpus", "max-lifetime", "max-exec-timeout", "max-workspaces", "max-snapshots", "allow", "deny"}
 
 func newTenantsSetCommand(a *app) *cobra.Command {
 	var (
 		maxSessions          int
+		maxWorkspaces        int
+		maxSnapshots         int
 		maxMemoryMB          int64
 		maxCPUs              float64
 		maxLifetime, maxExec time.Duration
@@ -352,7 +354,7 @@ convenience, not a security boundary: the sandbox is the boundary.`,
 			if !changed {
 				return fmt.Errorf("nothing to set: give at least one of --%s", strings.Join(tenantFlags, ", --"))
 			}
-			if maxSessions < 0 || maxMemoryMB < 0 || maxCPUs < 0 || maxLifetime < 0 || maxExec < 0 {
+			if maxSessions < 0 || maxMemoryMB < 0 || maxCPUs < 0 || maxLifetime < 0 || maxExec < 0 || maxWorkspaces < 0 || maxSnapshots < 0 {
 				return fmt.Errorf("quotas must not be negative")
 			}
 			c := a.client()
@@ -376,6 +378,12 @@ convenience, not a security boundary: the sandbox is the boundary.`,
 			if f.Changed("max-lifetime") {
 				t.Quota.MaxLifetimeSeconds = secondsUp(maxLifetime)
 			}
+			if f.Changed("max-workspaces") {
+				t.Quota.MaxWorkspaces = maxWorkspaces
+			}
+			if f.Changed("max-snapshots") {
+				t.Quota.MaxSnapshots = maxSnapshots
+			}
 			if f.Changed("max-exec-timeout") {
 				t.Quota.MaxExecTimeoutSeconds = secondsUp(maxExec)
 			}
@@ -398,6 +406,8 @@ convenience, not a security boundary: the sandbox is the boundary.`,
 	f.Float64Var(&maxCPUs, "max-cpus", 0, "CPU limits, in cores, the tenant's sessions may hold in total")
 	f.DurationVar(&maxLifetime, "max-lifetime", 0, "longest a session of the tenant may live, such as 8h")
 	f.DurationVar(&maxExec, "max-exec-timeout", 0, "longest timeout a command of the tenant may ask for, such as 10m")
+	f.IntVar(&maxWorkspaces, "max-workspaces", 0, "most workspaces the tenant may keep")
+	f.IntVar(&maxSnapshots, "max-snapshots", 0, "most snapshots the tenant may keep")
 	f.StringSliceVar(&allow, "allow", nil, "programs (base names) commands may start, comma-separated; when set, no others (replaces the list)")
 	f.StringSliceVar(&deny, "deny", nil, "programs (base names) commands may not start, comma-separated; wins over --allow (replaces the list)")
 	return cmd

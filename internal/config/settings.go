@@ -99,6 +99,8 @@ var settings = []Setting{
 	setting("tenant_defaults.max_memory_mb", "tenant-max-memory-mb", "memory limits one tenant's sessions may hold in total (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxMemoryMB }),
 	setting("tenant_defaults.max_cpus", "tenant-max-cpus", "CPU limits one tenant's sessions may hold in total (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxCPUs }),
 	setting("tenant_defaults.max_lifetime", "tenant-max-lifetime", "longest a tenant's session may live (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxLifetime }),
+	setting("tenant_defaults.max_workspaces", "tenant-max-workspaces", "workspaces one tenant may keep, unless its settings say otherwise (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxWorkspaces }),
+	setting("tenant_defaults.max_snapshots", "tenant-max-snapshots", "snapshots one tenant may keep, unless its settings say otherwise (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxSnapshots }),
 	setting("tenant_defaults.max_exec_timeout", "tenant-max-exec-timeout", "longest timeout a tenant's command may ask for (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxExecTimeout }),
 }
 

@@ -92,6 +92,8 @@ func (t *tenantLimits) Limits(ctx context.Context, tenant string) (session.Tenan
 		MaxCPUs:        orDefault(q.MaxCPUs, t.defaults.MaxCPUs),
 		MaxLifetime:    orDefault(q.MaxLifetime, t.defaults.MaxLifetime),
 		MaxExecTimeout: orDefault(q.MaxExecTimeout, t.defaults.MaxExecTimeout),
+		MaxWorkspaces:  orDefault(q.MaxWorkspaces, t.defaults.MaxWorkspaces),
+		MaxSnapshots:   orDefault(q.MaxSnapshots, t.defaults.MaxSnapshots),
 		Allow:          rec.Policy.Allow,
 		Deny:           rec.Policy.Deny,
 	}

@@ -571,3 +571,47 @@ func TestAdminKeyOnce(t *testing.T) {
 		t.Errorf("the first admin key after a restart: %d %s", r.status, r.body)
 	}
 }
+
+// TestWorkspaceAndSnapshotQuotas: a tenant keeps at most max_workspaces
+// workspaces and max_snapshots snapshots (the daemon's default, or its
+// own); past it, 429 naming the quota; another tenant is not counted.
+func TestWorkspaceAndSnapshotQuotas(t *testing.T) {
+	h := daemontest.Start(t, func(c *config.Config) { c.Auth.TenantDefaults.MaxSnapshots = 1 })
+	admin := bearer(h.AdminKey)
+	q := bearer(newKey(t, h, api.CreateKeyRequest{Tenant: "wq"}).Secret)
+	other := bearer(newKey(t, h, api.CreateKeyRequest{Tenant: "wother"}).Secret)
+	if r := as(t, h, admin, "PUT", "/v1/tenants/wq", `{"quota":{"max_workspaces":1}}`); r.status != http.StatusOK {
+		t.Fatalf("PUT tenant: %d %s", r.status, r.body)
+	}
+	if r := as(t, h, q, "POST", "/v1/workspaces", `{"name":"a","size_mb":16}`); r.status != http.StatusCreated {
+		t.Fatalf("first workspace: %d %s", r.status, r.body)
+	}
+	r := as(t, h, q, "POST", "/v1/workspaces", `{"name":"b","size_mb":16}`)
+	if r.status != http.StatusTooManyRequests || !strings.Contains(r.err.Error.Message, "max_workspaces") {
+		t.Errorf("second workspace: %d %s, want 429 naming max_workspaces", r.status, r.body)
+	}
+	for _, name := range []string{"a", "b"} {
+		if r := as(t, h, other, "POST", "/v1/workspaces", `{"name":"`+name+`","size_mb":16}`); r.status != http.StatusCreated {
+			t.Errorf("another tenant's workspace %s: %d %s", name, r.status, r.body)
+		}
+	}
+	// Snapshots: the daemon's default of one.
+	if r := as(t, h, q, "POST", "/v1/sessions", `{"id":"s"}`); r.status != http.StatusCreated {
+		t.Fatalf("session: %d %s", r.status, r.body)
+	}
+	if r := as(t, h, q, "POST", "/v1/sessions/s/snapshot", `{"name":"one"}`); r.status != http.StatusCreated && r.status != http.StatusOK {
+		t.Fatalf("first snapshot: %d %s", r.status, r.body)
+	}
+	r = as(t, h, q, "POST", "/v1/sessions/s/snapshot", `{"name":"two"}`)
+	if r.status != http.StatusTooManyRequests || !strings.Contains(r.err.Error.Message, "max_snapshots") {
+		t.Errorf("second snapshot: %d %s, want 429 naming max_snapshots", r.status, r.body)
+	}
+	as(t, h, q, "DELETE", "/v1/sessions/s", "")
+	as(t, h, q, "DELETE", "/v1/snapshots/one", "")
+	for _, c := range []struct {
+		cred http.Header
+		name string
+	}{{q, "a"}, {other, "a"}, {other, "b"}} {
+		as(t, h, c.cred, "DELETE", "/v1/workspaces/"+c.name, "")
+	}
+}

@@ -149,6 +149,8 @@ func toAPITenant(t *auth.Tenant) api.Tenant {
 			MaxCPUs:               t.Quota.MaxCPUs,
 			MaxLifetimeSeconds:    int64(t.Quota.MaxLifetime / time.Second),
 			MaxExecTimeoutSeconds: int64(t.Quota.MaxExecTimeout / time.Second),
+			MaxWorkspaces:         t.Quota.MaxWorkspaces,
+			MaxSnapshots:          t.Quota.MaxSnapshots,
 		},
 		Policy: api.TenantPolicy{Allow: t.Policy.Allow, Deny: t.Policy.Deny},
 	}
@@ -240,6 +242,8 @@ func (s *Server) putTenant(w http.ResponseWriter, r *http.Request) {
 			MaxCPUs:        q.MaxCPUs,
 			MaxLifetime:    time.Duration(q.MaxLifetimeSeconds) * time.Second,
 			MaxExecTimeout: time.Duration(q.MaxExecTimeoutSeconds) * time.Second,
+			MaxWorkspaces:  q.MaxWorkspaces,
+			MaxSnapshots:   q.MaxSnapshots,
 		},
 		Policy:    auth.Policy{Allow: req.Policy.Allow, Deny: req.Policy.Deny},
 		UpdatedAt: time.Now().UTC(),

@@ -121,6 +121,9 @@ func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, nam
 		return nil, err
 	}
 	defer release()
+	if err := m.checkLayerQuota(ctx, tenant, "snapshot"); err != nil {
+		return nil, err
+	}
 	if _, err := cfg.Store.GetSnapshot(ctx, tenant, name); err == nil {
 		return nil, errdefs.New(errdefs.ErrConflict, "snapshot %q already exists", name)
 	} else if !errdefs.Is(err, errdefs.ErrNotFound) {
@@ -477,6 +480,9 @@ func (m *Manager) ImportSnapshot(ctx context.Context, tenant, name string, r io.
 		return nil, err
 	}
 	defer release()
+	if err := m.checkLayerQuota(ctx, tenant, "snapshot"); err != nil {
+		return nil, err
+	}
 	if _, err := cfg.Store.GetSnapshot(ctx, tenant, name); err == nil {
 		return nil, errdefs.New(errdefs.ErrConflict, "snapshot %q already exists", name)
 	} else if !errdefs.Is(err, errdefs.ErrNotFound) {

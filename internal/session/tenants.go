@@ -18,6 +18,8 @@ type TenantLimits struct {
 	MaxCPUs        float64
 	MaxLifetime    time.Duration
 	MaxExecTimeout time.Duration
+	MaxWorkspaces  int
+	MaxSnapshots   int
 	// Allow, when not empty, lists the only programs exec may start; Deny
 	// lists programs it may not. A convenience for operators, not a
 	// security boundary: the sandbox is the boundary.

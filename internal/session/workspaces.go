@@ -56,6 +56,9 @@ func (m *Manager) CreateWorkspace(ctx context.Context, tenant, name string, size
 		return nil, err
 	}
 	defer release()
+	if err := m.checkLayerQuota(ctx, tenant, "workspace"); err != nil {
+		return nil, err
+	}
 	if _, err := cfg.Store.GetWorkspace(ctx, tenant, name); err == nil {
 		return nil, errdefs.New(errdefs.ErrConflict, "workspace %q already exists", name)
 	} else if !errdefs.Is(err, errdefs.ErrNotFound) {

@@ -281,6 +281,8 @@ type quotaJSON struct {
 	MaxCPUs        float64 `json:"max_cpus,omitempty"`
 	MaxLifetime    int64   `json:"max_lifetime_ns,omitempty"`
 	MaxExecTimeout int64   `json:"max_exec_timeout_ns,omitempty"`
+	MaxWorkspaces  int     `json:"max_workspaces,omitempty"`
+	MaxSnapshots   int     `json:"max_snapshots,omitempty"`
 }
 
 // policyJSON is the stored form of auth.Policy. Empty lists are left out
@@ -302,6 +304,8 @@ func encodeTenant(t *auth.Tenant) (*tenantRecord, error) {
 		MaxCPUs:        t.Quota.MaxCPUs,
 		MaxLifetime:    int64(t.Quota.MaxLifetime),
 		MaxExecTimeout: int64(t.Quota.MaxExecTimeout),
+		MaxWorkspaces:  t.Quota.MaxWorkspaces,
+		MaxSnapshots:   t.Quota.MaxSnapshots,
 	})
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "tenant %q: quota: %w", t.Name, err)
@@ -330,6 +334,8 @@ func (r *tenantRecord) decode() (*auth.Tenant, error) {
 			MaxCPUs:        q.MaxCPUs,
 			MaxLifetime:    time.Duration(q.MaxLifetime),
 			MaxExecTimeout: time.Duration(q.MaxExecTimeout),
+			MaxWorkspaces:  q.MaxWorkspaces,
+			MaxSnapshots:   q.MaxSnapshots,
 		},
 		Policy:    auth.Policy{Allow: p.Allow, Deny: p.Deny},
 		UpdatedAt: decodeTime(r.updatedAt),
