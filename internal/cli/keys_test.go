@@ -230,7 +230,7 @@ func TestAuthCommands(t *testing.T) {
 		{
 			name:       "tenants set without a setting",
 			args:       []string{"tenants", "set", "team-a"},
-			wantStderr: "warren: nothing to set: give at least one of --max-sessions, --max-memory-mb, --max-cpus, --max-lifetime, --max-exec-timeout, --allow, --deny\n",
+			wantStderr: "warren: nothing to set: give at least one of --max-sessions, --max-memory-mb, --max-cpus, --max-lifetime, --max-exec-timeout, --max-workspaces, --max-snapshots, --allow, --deny\n",
 			wantCode:   1,
 		},
 		{
