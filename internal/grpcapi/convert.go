@@ -31,26 +31,26 @@ func toLimits(l *warrenv1.Limits) session.Limits {
 	return session.Limits{MemoryMB: l.GetMemoryMb(), CPUs: l.GetCpus(), Pids: l.GetPids(), DiskMB: l.GetDiskMb()}
 }
 
+// toSession is wire.Session (the rules every transport shares: the user
+// "root" when none is named, usage while running) in proto form.
 func toSession(in *session.Info) *warrenv1.Session {
+	w := wire.Session(in)
 	out := &warrenv1.Session{
-		Id:         in.ID,
-		Image:      in.Image,
-		State:      string(in.State),
-		CreatedAt:  timestamp(in.CreatedAt),
-		LastUsedAt: timestamp(in.LastUsedAt),
-		ExpiresAt:  timestamp(in.ExpiresAt()),
-		Cwd:        in.Cwd,
-		Limits:     &warrenv1.Limits{MemoryMb: in.Limits.MemoryMB, Cpus: in.Limits.CPUs, Pids: in.Limits.Pids, DiskMb: in.Limits.DiskMB},
-		Network:    in.Network,
-		Labels:     in.Labels,
-		Reason:     in.Reason,
-		User:       in.User,
+		Id:         w.ID,
+		Image:      w.Image,
+		State:      w.State,
+		CreatedAt:  timestamp(w.CreatedAt),
+		LastUsedAt: timestamp(w.LastUsedAt),
+		ExpiresAt:  timestamp(w.ExpiresAt),
+		Cwd:        w.Cwd,
+		Limits:     &warrenv1.Limits{MemoryMb: w.Limits.MemoryMB, Cpus: w.Limits.CPUs, Pids: w.Limits.Pids, DiskMb: w.Limits.DiskMB},
+		Network:    w.Network,
+		Labels:     w.Labels,
+		Reason:     w.Reason,
+		User:       w.User,
 	}
-	if out.User == "" {
-		out.User = "root"
-	}
-	if in.Usage != nil {
-		out.Usage = &warrenv1.Usage{MemoryBytes: in.Usage.MemoryBytes, Pids: in.Usage.Pids, CpuSeconds: in.Usage.CPUSeconds, DiskBytes: in.Usage.DiskBytes}
+	if u := w.Usage; u != nil {
+		out.Usage = &warrenv1.Usage{MemoryBytes: u.MemoryBytes, Pids: u.Pids, CpuSeconds: u.CPUSeconds, DiskBytes: u.DiskBytes}
 	}
 	return out
 }
@@ -128,21 +128,19 @@ func toExecResult(res *session.ExecResult) *warrenv1.ExecResult {
 	return out
 }
 
+// toProcess is wire.Process in proto form.
 func toProcess(in *session.ProcessInfo) *warrenv1.Process {
+	w := wire.Process(in)
 	out := &warrenv1.Process{
-		Id: in.ID, Command: in.Command, Argv: in.Argv, Tty: in.TTY, State: "running", Pid: int32(in.Pid),
-		StartedAt: timestamp(in.StartedAt), OutputBytes: in.OutputBytes, OutputStart: in.OutputStart,
+		Id: w.ID, Command: w.Command, Argv: w.Argv, Tty: w.TTY, State: w.State, Pid: int32(w.Pid),
+		StartedAt: timestamp(w.StartedAt), OutputBytes: w.OutputBytes, OutputStart: w.OutputStart, Signal: w.Signal,
 	}
-	if !in.Running {
-		out.State = "exited"
-		code := int32(in.ExitCode)
+	if w.ExitCode != nil {
+		code := int32(*w.ExitCode)
 		out.ExitCode = &code
-		if in.EndedAt != nil {
-			out.EndedAt = timestamp(*in.EndedAt)
-		}
-		if in.Signal > 0 {
-			out.Signal = wire.SignalName(in.Signal)
-		}
+	}
+	if w.EndedAt != nil {
+		out.EndedAt = timestamp(*w.EndedAt)
 	}
 	return out
 }
