@@ -4,11 +4,19 @@ BIN     := bin/warren
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/warrenhq/warren/internal/daemon.Version=$(VERSION)
 
-.PHONY: build run test test-short bench vet fmt doctor clean proto
+.PHONY: build agent run test test-short bench vet fmt doctor clean proto
 
 # A static binary: no cgo, nothing to install next to it.
-build:
+build: agent
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/warren
+
+# The small program every sandbox runs as its init and agent, embedded in
+# warren (internal/agentbin). Always static, and reproducible (no VCS stamp),
+# so a test can tell a stale copy. AGENT_ARCH cross-builds it for release.
+AGENT     := internal/agentbin/bin/warren-agent
+AGENT_ARCH ?= $(shell $(GO) env GOARCH)
+agent:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(AGENT_ARCH) $(GO) build -trimpath -buildvcs=false -ldflags '-s -w' -o $(AGENT) ./cmd/warren-agent
 
 # Start the daemon on embedded defaults (127.0.0.1:7433, /var/lib/warren). Needs root.
 run: build
@@ -16,13 +24,13 @@ run: build
 
 # Every test, with the race detector. Needs root (real namespaces, mounts and
 # cgroups) and busybox-static (test images); .ci/run installs it.
-test:
+test: agent
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-test-short:
+test-short: agent
 	$(GO) test -count=1 ./...
 
-bench:
+bench: agent
 	$(GO) test -run '^$$' -bench . -benchtime 300x ./internal/daemon/ ./internal/sandbox/
 
 vet:
@@ -46,7 +54,7 @@ doctor: build
 	./$(BIN) doctor
 
 clean:
-	rm -rf bin
+	rm -rf bin $(AGENT)
 
 # Install the binary, the systemd unit and, unless one is there already, the
 # example config: `sudo make install`, then `systemctl daemon-reload &&
@@ -79,7 +87,9 @@ release:
 	rm -rf $(DIST)
 	mkdir -p $(DIST)
 	for arch in amd64 arm64; do \
+		$(MAKE) --no-print-directory agent AGENT_ARCH=$$arch || exit 1; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' \
 			-o $(DIST)/warren-linux-$$arch ./cmd/warren || exit 1; \
 	done
 	cd $(DIST) && sha256sum warren-linux-amd64 warren-linux-arm64 > SHA256SUMS
+	$(MAKE) --no-print-directory agent

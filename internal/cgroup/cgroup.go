@@ -109,27 +109,48 @@ func NewV2(root, parent string) *Hierarchy {
 }
 
 func v1Mounts(mountinfo string) (map[string]string, error) {
+	all, err := cgroupMounts(mountinfo)
+	if err != nil {
+		return nil, err
+	}
+	mounts := map[string]string{}
+	for _, m := range all {
+		if m.fstype != "cgroup" {
+			continue
+		}
+		for _, opt := range m.superOpts {
+			if slices.Contains(v1Required, opt) || slices.Contains(v1Optional, opt) {
+				if _, seen := mounts[opt]; !seen {
+					mounts[opt] = m.point
+				}
+			}
+		}
+	}
+	return mounts, nil
+}
+
+// mount is a cgroup or cgroup2 mount from mountinfo.
+type mount struct {
+	point, fstype string
+	superOpts     []string
+}
+
+func cgroupMounts(mountinfo string) ([]mount, error) {
 	f, err := os.Open(mountinfo)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	mounts := map[string]string{}
+	var mounts []mount
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
 		fields := strings.Fields(sc.Text())
 		sep := slices.Index(fields, "-")
-		if sep < 0 || sep+3 >= len(fields) || fields[sep+1] != "cgroup" {
+		if sep < 5 || sep+3 >= len(fields) || (fields[sep+1] != "cgroup" && fields[sep+1] != "cgroup2") {
 			continue
 		}
-		for _, opt := range strings.Split(fields[sep+3], ",") {
-			if slices.Contains(v1Required, opt) || slices.Contains(v1Optional, opt) {
-				if _, seen := mounts[opt]; !seen {
-					mounts[opt] = fields[4]
-				}
-			}
-		}
+		mounts = append(mounts, mount{point: fields[4], fstype: fields[sep+1], superOpts: strings.Split(fields[sep+3], ",")})
 	}
 	return mounts, sc.Err()
 }

@@ -90,6 +90,7 @@ func (a *app) mcpEmbedded(ctx context.Context, cmd *cobra.Command, cfg config.Co
 	if !flags.Changed("cgroup-parent") {
 		cfg.CgroupParent = env.CgroupParent
 	}
+	cfg.CgroupFavorDynMods = env.CgroupFavorDynMods
 	// The daemon lives as long as the host's connection: its sessions go
 	// with it.
 	cfg.Shutdown = config.ShutdownDestroy

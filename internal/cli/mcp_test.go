@@ -75,6 +75,15 @@ func (f *frameChecker) Close() error { return nil }
 // runMCP runs `warren <args>` in-process with its stdin and stdout on pipes
 // and connects an MCP client to them. wait closes the client's side and
 // returns the command's exit code.
+// mcpTestEnv leaves the host's cgroup2 mount options alone (see
+// config.CgroupFavorDynMods).
+func mcpTestEnv(name string) string {
+	if name == "WARREN_CGROUP_FAVOR_DYNMODS" {
+		return "false"
+	}
+	return ""
+}
+
 func runMCP(t *testing.T, args ...string) (cs *mcp.ClientSession, stderr *lockedBuffer, wait func() int) {
 	t.Helper()
 	inR, inW := io.Pipe()
@@ -82,7 +91,7 @@ func runMCP(t *testing.T, args ...string) (cs *mcp.ClientSession, stderr *locked
 	stderr = &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		code := run(context.Background(), args, &app{stdin: inR, stdout: outW, stderr: stderr, getenv: func(string) string { return "" }, now: time.Now})
+		code := run(context.Background(), args, &app{stdin: inR, stdout: outW, stderr: stderr, getenv: mcpTestEnv, now: time.Now})
 		outW.Close()
 		done <- code
 	}()

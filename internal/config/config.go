@@ -35,6 +35,11 @@ type Config struct {
 	// AllowNoUserNS lets the daemon run where user namespaces are not
 	// available; sandboxed code then runs as an unprivileged host user.
 	AllowNoUserNS bool
+	// CgroupFavorDynMods turns on favordynmods on the host's cgroup2
+	// mount at start, so moving a sandbox's init into its cgroups does not
+	// wait for an RCU grace period (see package cgroup). It is a host-wide
+	// setting; the daemon never turns it off again.
+	CgroupFavorDynMods bool
 	// NoDiskQuota runs without a layer store: writable layers are then
 	// unlimited and sessions may not ask for limits.disk_mb.
 	NoDiskQuota bool
@@ -100,15 +105,16 @@ const (
 // Default returns the embedded defaults.
 func Default() Config {
 	return Config{
-		Listen:        DefaultListen,
-		DataDir:       DefaultDataDir,
-		CgroupParent:  "warren",
-		LogFormat:     "json",
-		LogLevel:      "info",
-		ShutdownGrace: 10 * time.Second,
-		Shutdown:      ShutdownKeep,
-		Session:       session.DefaultConfig(),
-		Auth:          Auth{JWTTenantClaim: "tenant", RateLimit: 200, RateBurst: 400},
+		Listen:             DefaultListen,
+		DataDir:            DefaultDataDir,
+		CgroupParent:       "warren",
+		CgroupFavorDynMods: true,
+		LogFormat:          "json",
+		LogLevel:           "info",
+		ShutdownGrace:      10 * time.Second,
+		Shutdown:           ShutdownKeep,
+		Session:            session.DefaultConfig(),
+		Auth:               Auth{JWTTenantClaim: "tenant", RateLimit: 200, RateBurst: 400},
 	}
 }
 

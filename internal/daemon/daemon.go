@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/internal/agentbin"
 	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/cgroup"
@@ -106,6 +107,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 	if err != nil {
 		return nil, err
 	}
+	if cfg.CgroupFavorDynMods {
+		if point, changed, err := cgroup.FavorDynMods(true); err != nil {
+			log.Warn("sandbox starts wait for an RCU grace period when they enter their cgroups", "reason", err)
+		} else if changed {
+			log.Info("turned on favordynmods on the cgroup2 mount, so sandbox starts do not wait for an RCU grace period (cgroup_favor_dynmods = false leaves it alone)", "mount", point)
+		}
+	}
 	opts := sandbox.Options{UserNS: true}
 	if err := sandbox.ProbeUserNS(filepath.Join(cfg.DataDir, "images")); err != nil {
 		if !cfg.AllowNoUserNS {
@@ -124,6 +132,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 			return nil, fmt.Errorf("open the layer store for disk limits (%w); pass --no-disk-quota to run without disk limits", err)
 		}
 		opts.Layers = d.layers
+	}
+	opts.Program, err = agentbin.Install(filepath.Join(cfg.DataDir, "bin"))
+	if err != nil {
+		// Still correct, only slower to start and bigger per session.
+		log.Warn("sandboxes run this binary again as their agent", "reason", err)
+		opts.Program = ""
 	}
 	rt, err := sandbox.NewRuntime(filepath.Join(cfg.DataDir, "sessions"), d.cgroups, opts)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/internal/agentbin"
 	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/image"
@@ -329,6 +330,10 @@ func checkSandbox(ctx context.Context, o Options) Check {
 	if opts.Seccomp, pol, err = sandbox.Seccomp(opts.UserNS, h.Version()); err != nil {
 		c.Detail = "compile the seccomp filter: " + err.Error()
 		return c
+	}
+	// The program sandboxes start from, as the daemon installs it.
+	if opts.Program, err = agentbin.Install(filepath.Join(tmp, "bin")); err != nil {
+		opts.Program = ""
 	}
 	rt, err := sandbox.NewRuntime(filepath.Join(tmp, "sessions"), h, opts)
 	if err != nil {

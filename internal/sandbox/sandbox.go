@@ -71,6 +71,11 @@ type Options struct {
 	// Layers holds the sandboxes' writable layers with a size limit each;
 	// nil keeps them in the state directory, unlimited.
 	Layers *quota.Layers
+	// Program is the executable started as each sandbox's init, which
+	// re-executes it as the agent: the small cmd/warren-agent (see package
+	// agentbin). "" runs this very binary again (/proc/self/exe), as test
+	// binaries and builds without the embedded agent do.
+	Program string
 }
 
 // Runtime starts sandboxes.
@@ -113,6 +118,15 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 			}
 		}
 	}
+	exe := o.Program
+	if exe == "" {
+		exe = "/proc/self/exe"
+	} else if o.UserNS {
+		// The sandbox's root, an unprivileged host user, executes it.
+		if err := checkTraversable(exe); err != nil {
+			return nil, err
+		}
+	}
 	if o.IDBase == 0 {
 		o.IDBase = DefaultIDBase
 	}
@@ -122,7 +136,7 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 	if o.ReadOnlyPaths == nil {
 		o.ReadOnlyPaths = DefaultReadOnlyPaths
 	}
-	return &Runtime{dir: dir, cgroups: h, exe: "/proc/self/exe", opts: o, ids: newIDAllocator(o.IDBase)}, nil
+	return &Runtime{dir: dir, cgroups: h, exe: exe, opts: o, ids: newIDAllocator(o.IDBase)}, nil
 }
 
 // checkTraversable makes sure an unprivileged user can pass through every

@@ -35,7 +35,7 @@ type proc struct {
 func start(t *testing.T, dataDir, cgroupParent, shutdown string, logf *os.File) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir,
-		"--cgroup-parent", cgroupParent, "--shutdown", shutdown, "--log-format", "json", "--log-level", "info")
+		"--cgroup-parent", cgroupParent, "--cgroup-favor-dynmods=false", "--shutdown", shutdown, "--log-format", "json", "--log-level", "info")
 	cmd.Env = append(os.Environ(), "WARREN_LISTEN=", "WARREN_DATA_DIR=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

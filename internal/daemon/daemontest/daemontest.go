@@ -85,6 +85,9 @@ func StartWithLog(t testing.TB, mutate func(*config.Config), log *slog.Logger) *
 	// restarts ask for keep.
 	cfg.Shutdown = config.ShutdownDestroy
 	cfg.Session.ReapInterval = 100 * time.Millisecond
+	// Host-wide and never undone by the daemon: the cgroup package's test
+	// covers it and leaves the host as it found it.
+	cfg.CgroupFavorDynMods = false
 	if mutate != nil {
 		mutate(&cfg)
 	}
