@@ -66,6 +66,8 @@ type Authenticator struct {
 
 	// testHookDummy, if set, runs when the dummy hash is compared.
 	testHookDummy func()
+
+	cache keyCache
 }
 
 // maxCredentialLen bounds a credential: keys and tokens are far shorter,
@@ -185,7 +187,7 @@ func (a *Authenticator) verifyKey(ctx context.Context, key string) (*Identity, e
 	if !ok {
 		return nil, unauthenticated("malformed API key: want %s<%d characters>_<%d characters> of a-z and 2-7", KeyPrefix, KeyIDLen, KeySecretLen)
 	}
-	k, stored, err := a.keys.GetKey(ctx, id)
+	k, stored, err := a.lookupKey(ctx, id)
 	switch {
 	case errdefs.Is(err, errdefs.ErrNotFound):
 		k, stored = nil, a.dummyHash
@@ -231,7 +233,7 @@ func (a *Authenticator) verifyTokenIdentity(ctx context.Context, tok string) (*I
 	if p.KeyID == "" {
 		return id, nil
 	}
-	k, _, err := a.keys.GetKey(ctx, p.KeyID)
+	k, _, err := a.lookupKey(ctx, p.KeyID)
 	if errdefs.Is(err, errdefs.ErrNotFound) {
 		return nil, unauthenticated("token: its API key %s no longer exists", p.KeyID)
 	}
@@ -281,7 +283,10 @@ func (a *Authenticator) RevokeKey(ctx context.Context, tenant, id string) error 
 	if tenant != "" && k.Tenant != tenant {
 		return errdefs.New(errdefs.ErrNotFound, "API key %q not found", id)
 	}
-	if err := a.keys.RevokeKey(ctx, id, a.now()); err != nil {
+	err = a.keys.RevokeKey(ctx, id, a.now())
+	// Dropped even if the store failed: it may have written.
+	a.cache.forget(id)
+	if err != nil {
 		return fmt.Errorf("revoke API key: %w", err)
 	}
 	return nil

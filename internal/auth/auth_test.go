@@ -27,6 +27,8 @@ type fakeKeys struct {
 	failGet error    // if set, GetKey fails with it
 	// conflicts makes the next CreateKey calls fail with ErrConflict.
 	conflicts int
+	gets      int    // GetKey calls
+	onGet     func() // if set, runs in GetKey after the key was read
 }
 
 var _ KeyStore = (*fakeKeys)(nil)
@@ -69,11 +71,20 @@ func (f *fakeKeys) GetKey(_ context.Context, id string) (*Key, []byte, error) {
 	if f.failGet != nil {
 		return nil, nil, f.failGet
 	}
+	f.gets++
 	k, ok := f.keys[id]
 	if !ok {
 		return nil, nil, errdefs.New(errdefs.ErrNotFound, "API key %q not found", id)
 	}
-	return copyKey(k), slices.Clone(f.hashes[id]), nil
+	k, h := copyKey(k), slices.Clone(f.hashes[id])
+	if f.onGet != nil {
+		hook := f.onGet
+		f.onGet = nil
+		f.mu.Unlock()
+		hook()
+		f.mu.Lock()
+	}
+	return k, h, nil
 }
 
 func (f *fakeKeys) ListKeys(_ context.Context, tenant string) ([]*Key, error) {
@@ -457,8 +468,11 @@ func TestTokenDiesWithItsKey(t *testing.T) {
 	_, err = a.Authenticate(t.Context(), req(nil, bearer(tok3)))
 	wantUnauthenticated(t, "Authenticate(token of a missing key)", err, "no longer exists")
 
+	// A fresh token of a key not read yet, so the store must answer.
+	_, k3 := mustCreateKey(t, a, "acme", false, nil)
+	tok4, _ := a.IssueToken(&Identity{Tenant: "acme", KeyID: k3.ID}, time.Minute)
 	keys.failGet = errdefs.New(errdefs.ErrUnavailable, "database is locked")
-	_, err = a.Authenticate(t.Context(), req(nil, bearer(tok2)))
+	_, err = a.Authenticate(t.Context(), req(nil, bearer(tok4)))
 	if !errdefs.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("Authenticate(token) with a failing store = %v, want %v", err, errdefs.ErrUnavailable)
 	}

@@ -56,7 +56,8 @@ func BenchmarkHostForkExecTrue(b *testing.B) {
 }
 
 func benchDaemon(b *testing.B) *daemontest.Harness {
-	return daemontest.Start(b, func(c *config.Config) { c.Session.MaxSessions = 1000 })
+	// No rate limit: the benchmarks call as fast as the daemon answers.
+	return daemontest.Start(b, func(c *config.Config) { c.Session.MaxSessions = 1000; c.Auth.RateLimit = 0 })
 }
 
 func BenchmarkCreate(b *testing.B) {
