@@ -247,12 +247,20 @@ func scanProcs() []procInfo {
 // lastPid reads the PID namespace's most recently allocated pid. Processes
 // started later have larger pids (until the counter wraps at pid_max).
 func lastPid() int {
-	b, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
+	// Plain system calls: this runs on every command, and an *os.File
+	// would register the file with the poller and take it out again.
+	fd, err := unix.Open("/proc/sys/kernel/ns_last_pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0
 	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return n
+	defer unix.Close(fd)
+	var buf [24]byte
+	n, err := unix.Read(fd, buf[:])
+	if err != nil || n <= 0 {
+		return 0
+	}
+	v, _ := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	return v
 }
 
 // killStarted kills every process that root started since the pid counter
