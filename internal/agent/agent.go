@@ -207,6 +207,10 @@ func (a *Agent) handle(ctx context.Context, s *agentproto.Stream, op agentproto.
 			s.Fail(a.startErr)
 			return
 		}
+		if h.Defer {
+			s.Reply(agentproto.HelloReply{Version: agentproto.Version, Shell: a.shell.path}, nil)
+			return
+		}
 		// The first hello starts the shell: by then the daemon has put the
 		// workload's limits in place. The reply does not wait for it; the
 		// start holds the shell's first turn, so the first command queues

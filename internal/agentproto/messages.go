@@ -30,6 +30,9 @@ type Hello struct {
 	// for the shell and the processes the agent starts (a sandbox from a
 	// warm pool learns its session's environment this way).
 	Env []string `json:"env,omitempty"`
+	// Defer answers without starting the shell: the sandbox waits in a
+	// warm pool, and a later hello carrying its session's Env starts it.
+	Defer bool `json:"defer,omitempty"`
 }
 
 // HelloReply answers Hello.

@@ -196,9 +196,9 @@ type Config struct {
 	// BackgroundLogBytes bounds the background output log.
 	BackgroundLogBytes int
 
-	// Deferred starts the sandbox without saying hello to its agent: its
-	// shell does not start until Claim, which also gives it its hostname
-	// and environment. A warm pool's sandboxes start this way.
+	// Deferred starts the sandbox with its shell not started: that waits
+	// for Claim, which also gives it its hostname and environment. A warm
+	// pool's sandboxes start this way.
 	Deferred bool
 
 	// Binds are host directories mounted into the sandbox (a workspace),
@@ -500,10 +500,9 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 	if err := sb.awaitInit(ctx, statusR, cg); err != nil {
 		return nil, err
 	}
-	if c.Deferred {
-		return sb, nil
-	}
-	if err := sb.connect(ctx, nil); err != nil {
+	// A deferred sandbox is ready once its agent answers: a claim then
+	// costs a hello, not the agent's start.
+	if err := sb.connect(ctx, agentproto.Hello{Defer: c.Deferred}); err != nil {
 		return nil, err
 	}
 	return sb, nil
@@ -678,9 +677,8 @@ func (sb *Sandbox) awaitInit(ctx context.Context, status *os.File, cg *cgroup.Se
 	}
 }
 
-// connect dials the agent and says hello; env, if not nil, replaces the
-// environment of the agent's shell, which the first hello starts.
-func (sb *Sandbox) connect(ctx context.Context, env []string) error {
+// connect dials the agent and says hello (see agentproto.Hello).
+func (sb *Sandbox) connect(ctx context.Context, h agentproto.Hello) error {
 	p, d, err := socketPath(sb.dir)
 	if err != nil {
 		return err
@@ -692,13 +690,21 @@ func (sb *Sandbox) connect(ctx context.Context, env []string) error {
 		return fmt.Errorf("connect to agent: %w", err)
 	}
 	sb.conn = agentproto.NewConn(c, nil)
+	if err := sb.hello(ctx, h); err != nil {
+		sb.conn.Close()
+		return err
+	}
+	return nil
+}
+
+func (sb *Sandbox) hello(ctx context.Context, h agentproto.Hello) error {
+	h.Version = agentproto.Version
 	var rep agentproto.HelloReply
-	s, err := sb.conn.Call(agentproto.OpHello, agentproto.Hello{Version: agentproto.Version, Env: env}, nil)
+	s, err := sb.conn.Call(agentproto.OpHello, h, nil)
 	if err == nil {
 		_, err = sb.result(ctx, s, &rep)
 	}
 	if err != nil {
-		sb.conn.Close()
 		return helloError(err)
 	}
 	return nil
@@ -873,7 +879,7 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 	if n, err := sb.cg.OOMKills(); err == nil {
 		sb.oomSeen = n // only kills from now on are news
 	}
-	if err := sb.connect(ctx, nil); err != nil {
+	if err := sb.connect(ctx, agentproto.Hello{}); err != nil {
 		sb.pidfd.Close()
 		r.ids.put(ids)
 		return nil, err
@@ -905,7 +911,7 @@ func (sb *Sandbox) Claim(ctx context.Context, hostname string, env []string) err
 	if err := sb.setHostname(hostname); err != nil {
 		return fmt.Errorf("set hostname: %w", err)
 	}
-	return sb.connect(ctx, env)
+	return sb.hello(ctx, agentproto.Hello{Env: env})
 }
 
 // setHostname sets the hostname of the sandbox's UTS namespace from the
