@@ -12,7 +12,8 @@
 //
 // S itself caps the sum (workload limits plus a small allowance for the
 // agent). The sandbox's cgroup namespace is rooted at S, so processes see
-// /workload and /agent, never the host's hierarchy.
+// /workload and /agent, never the host's hierarchy. On v1 the memory
+// hierarchy has no S/agent: the agent stays in S there (see leaves).
 //
 // The package only writes cgroupfs files; it never starts processes.
 package cgroup
@@ -187,6 +188,22 @@ func (h *Hierarchy) dirs(rel string) []string {
 	return out
 }
 
+// leaves returns a session's cgroups below d, its directory in one
+// hierarchy, S first. On v1 the memory hierarchy has no agent leaf: the
+// agent stays in S there (v1 allows processes in inner cgroups), where S's
+// limit is the workload's plus the agent's allowance, as before. A memory
+// cgroup is the dearest kind the kernel makes (its shrinker table alone
+// grows with every filesystem the host ever had mounted at once; 190 KiB
+// each on our CI VM), so a session makes two, not three. v2 forbids
+// processes in S once its children have controllers, so there the agent
+// keeps its leaf.
+func (h *Hierarchy) leaves(d string) []string {
+	if h.version == 1 && h.mounts["memory"] != "" && strings.HasPrefix(d, filepath.Join(h.mounts["memory"], h.parent)+"/") {
+		return []string{"", "workload"}
+	}
+	return []string{"", "agent", "workload"}
+}
+
 // controllerDir returns the directory of rel in the hierarchy of controller c.
 func (h *Hierarchy) controllerDir(c, rel string) string {
 	if h.version == 2 {
@@ -291,7 +308,7 @@ func (h *Hierarchy) NewSession(name string, l Limits) (*Session, error) {
 	}
 	s := &Session{h: h, name: name, limits: l}
 	for _, d := range h.dirs(name) {
-		for _, sub := range []string{"", "agent", "workload"} {
+		for _, sub := range h.leaves(d) {
 			if err := os.Mkdir(filepath.Join(d, sub), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 				s.Destroy()
 				return nil, fmt.Errorf("create cgroup %s: %w", filepath.Join(d, sub), err)
@@ -495,7 +512,11 @@ func (s *Session) Open() (*Files, error) {
 			return nil, err
 		}
 		f.SessionProcs = append(f.SessionProcs, sp)
-		ap, err := open(filepath.Join(d, "agent", "cgroup.procs"), unix.O_WRONLY)
+		agent := filepath.Join(d, "agent")
+		if !slices.Contains(s.h.leaves(d), "agent") {
+			agent = d
+		}
+		ap, err := open(filepath.Join(agent, "cgroup.procs"), unix.O_WRONLY)
 		if err != nil {
 			f.Close()
 			return nil, err
@@ -569,7 +590,7 @@ func (s *Session) OOMKills() (uint64, error) {
 func (s *Session) Pids() ([]int, error) {
 	var pids []int
 	for _, d := range s.h.dirs(s.name) {
-		for _, sub := range []string{"", "agent", "workload"} {
+		for _, sub := range s.h.leaves(d) {
 			b, err := os.ReadFile(filepath.Join(d, sub, "cgroup.procs"))
 			if err != nil {
 				if errors.Is(err, os.ErrNotExist) {
@@ -651,7 +672,9 @@ func (s *Session) waitEmpty() error {
 func (s *Session) Destroy() error {
 	var errs []error
 	for _, d := range s.h.dirs(s.name) {
-		for _, sub := range []string{"workload", "agent", ""} {
+		subs := s.h.leaves(d)
+		slices.Reverse(subs)
+		for _, sub := range subs {
 			if err := rmdirRetry(filepath.Join(d, sub)); err != nil {
 				errs = append(errs, err)
 			}

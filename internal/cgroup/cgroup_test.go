@@ -784,7 +784,11 @@ func fakeV1Session(t *testing.T, mounts map[string]string, parent, name string, 
 	t.Helper()
 	for c, mnt := range mounts {
 		s := filepath.Join(mnt, parent, name)
-		for _, d := range []string{s, filepath.Join(s, "agent"), filepath.Join(s, "workload")} {
+		dirs := []string{s, filepath.Join(s, "agent"), filepath.Join(s, "workload")}
+		if mnt == mounts["memory"] {
+			dirs = []string{s, filepath.Join(s, "workload")} // the agent stays in S
+		}
+		for _, d := range dirs {
 			files := map[string]string{"cgroup.procs": "", "tasks": ""}
 			for k, v := range v1ControllerFiles[c] {
 				files[k] = v
@@ -807,7 +811,9 @@ func removeV1Files(t *testing.T, mounts map[string]string, parent, name string) 
 			continue
 		}
 		for _, d := range []string{filepath.Join(s, "workload"), filepath.Join(s, "agent"), s} {
-			removeFiles(t, d)
+			if exist(d) { // no agent leaf in the v1 memory hierarchy
+				removeFiles(t, d)
+			}
 		}
 	}
 }
@@ -861,12 +867,11 @@ func TestV1Session(t *testing.T) {
 				file("memory", "workload", "memory.limit_in_bytes"): strconv.Itoa(64 << 20),
 				file("pids", "", "pids.max"):                        strconv.Itoa(16 + AgentPids),
 				// The agent's spawner thread counts in the workload.
-				file("pids", "workload", "pids.max"):             "17",
-				file("cpu", "workload", "cpu.cfs_period_us"):     "100000",
-				file("cpu", "workload", "cpu.cfs_quota_us"):      "50000",
-				file("memory", "agent", "memory.limit_in_bytes"): "9223372036854771712",
-				file("pids", "agent", "pids.max"):                "max",
-				file("cpu", "", "cpu.cfs_quota_us"):              "-1",
+				file("pids", "workload", "pids.max"):         "17",
+				file("cpu", "workload", "cpu.cfs_period_us"): "100000",
+				file("cpu", "workload", "cpu.cfs_quota_us"):  "50000",
+				file("pids", "agent", "pids.max"):            "max",
+				file("cpu", "", "cpu.cfs_quota_us"):          "-1",
 			}
 			if tc.memsw {
 				want[file("memory", "", "memory.memsw.limit_in_bytes")] = strconv.Itoa(64<<20 + AgentMemoryBytes)
@@ -917,7 +922,12 @@ func TestV1Session(t *testing.T) {
 			}
 			for _, d := range gotDirs {
 				wantProcs = append(wantProcs, filepath.Join(d, "s1", "cgroup.procs"))
-				wantAgent = append(wantAgent, filepath.Join(d, "s1", "agent", "cgroup.procs"))
+				// No S/agent in the memory hierarchy: the agent stays in S.
+				if d == filepath.Join(mounts["memory"], "warren") {
+					wantAgent = append(wantAgent, filepath.Join(d, "s1", "cgroup.procs"))
+				} else {
+					wantAgent = append(wantAgent, filepath.Join(d, "s1", "agent", "cgroup.procs"))
+				}
 				wantTasks = append(wantTasks, filepath.Join(d, "s1", "workload", "tasks"))
 			}
 			for _, c := range []struct {
@@ -944,6 +954,9 @@ func TestV1Session(t *testing.T) {
 				t.Errorf("Sessions() = %v, %v, want [s1], nil", got, err)
 			}
 
+			if exist(file("memory", "agent", "")) {
+				t.Errorf("NewSession() made a memory cgroup for the agent on v1")
+			}
 			removeV1Files(t, mounts, "warren", "s1")
 			if err := s.Destroy(); err != nil {
 				t.Fatalf("Destroy() error = %v", err)

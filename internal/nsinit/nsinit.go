@@ -135,7 +135,11 @@ func run(status *os.File) error {
 		}
 		prog, argv = ld.argv("/proc/self/fd/"+strconv.Itoa(spec.FDExe), argv)
 	}
-	err = syscall.Exec(prog, argv, []string{})
+	// One P: the agent waits on pipes and sockets, and every P costs an
+	// idle agent memory (per-P caches, more threads); 220 KiB less per
+	// session on our CI VM. The agent's children get their environment
+	// from the spec, never this one.
+	err = syscall.Exec(prog, argv, []string{"GOMAXPROCS=1"})
 	return step("exec agent", err)
 }
 
@@ -179,8 +183,18 @@ func stageLayers(s *spec.Sandbox) ([]string, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, step("make mounts private", err)
 	}
-	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=700,size=16k"); err != nil {
+	// The stage is also the sandbox's one small tmpfs (see scratchDirs).
+	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=700,size="+scratchSize); err != nil {
 		return nil, step("mount layer staging tmpfs", err)
+	}
+	for _, d := range scratchDirs {
+		if err := os.Mkdir(filepath.Join(stage, d.name), d.mode); err != nil {
+			return nil, step("create scratch "+d.name, err)
+		}
+		// Mkdir's mode is cut by the umask.
+		if err := os.Chmod(filepath.Join(stage, d.name), d.mode); err != nil {
+			return nil, step("create scratch "+d.name, err)
+		}
 	}
 	names := make([]string, want)
 	for i := range names {
@@ -227,6 +241,29 @@ func stageLayers(s *spec.Sandbox) ([]string, error) {
 	}
 	return names, nil
 }
+
+// scratchDirs live in the layer stage's tmpfs and are bound into the
+// sandbox: /dev, /dev/shm and /run, and an empty directory that masks parts
+// of /proc and /sys. One tmpfs instead of one per place, because every
+// filesystem instance costs memory in every memory cgroup on the host: the
+// kernel sizes each cgroup's shrinker table by the most filesystems that
+// ever existed at once (about 1 KiB per 64 of them, per memory cgroup), so
+// a thousand sandboxes with ten instances each made every new memory
+// cgroup about 150 KiB dearer. They share one size limit.
+var scratchDirs = []struct {
+	name string
+	mode os.FileMode
+}{
+	{"dev", 0o755},
+	{"shm", 0o777 | os.ModeSticky},
+	{"run", 0o755},
+	{"empty", 0o555},
+}
+
+// scratchSize bounds them together: /dev/shm and /run had 64 MiB each.
+const scratchSize = "131136k"
+
+func scratch(s *spec.Sandbox, name string) string { return filepath.Join(stageDir(s), name) }
 
 // writableDir holds the writable layers: Root.Upper, Root.Work and each
 // overlay's upper and work directory.
@@ -286,20 +323,16 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 	if err := unix.Chdir("/"); err != nil {
 		return step("leave layer staging", err)
 	}
-	// The overlays hold their layers now; the staging mounts go.
-	if err := unix.Unmount(stageDir(s), unix.MNT_DETACH); err != nil {
-		return step("detach layer staging", err)
-	}
 	if err := mountProc(root); err != nil {
 		return err
 	}
-	if err := mountDev(root); err != nil {
+	if err := mountDev(s, root); err != nil {
 		return err
 	}
 	if err := mkdirMount("sysfs", root, "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return err
 	}
-	if err := mkdirMount("tmpfs", root, "/run", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=65536k"); err != nil {
+	if err := bindDir(scratch(s, "run"), root, "/run", false, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 		return err
 	}
 	if err := os.Mkdir(filepath.Join(root, "run/warren"), 0o700); err != nil {
@@ -318,8 +351,13 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 			return step("forbid nested user namespaces", err)
 		}
 	}
-	if err := maskPaths(root, s.MaskedPaths, s.ReadOnlyPaths); err != nil {
+	if err := maskPaths(root, scratch(s, "empty"), s.MaskedPaths, s.ReadOnlyPaths); err != nil {
 		return err
+	}
+	// The overlays hold their layers and the binds the scratch tmpfs:
+	// the stage goes, so nothing but those binds reaches its directories.
+	if err := unix.Unmount(stageDir(s), unix.MNT_DETACH); err != nil {
+		return step("detach layer staging", err)
 	}
 	if s.BaseDir != "" {
 		base := inRoot(root, s.BaseDir)
@@ -350,10 +388,12 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 }
 
 // maskPaths hides and write-protects parts of /proc and /sys as Docker
-// does: files are covered by /dev/null, directories by an empty read-only
-// tmpfs, and read-only paths are bind-remounted read-only. Paths that do not
-// exist on this kernel are skipped.
-func maskPaths(root string, masked, readOnly []string) error {
+// does: files are covered by /dev/null, directories by a read-only bind of
+// the empty directory empty (reachable by no other path once the stage is
+// detached, so nothing can ever write into it), and read-only paths are
+// bind-remounted read-only. Paths that do not exist on this kernel are
+// skipped.
+func maskPaths(root, empty string, masked, readOnly []string) error {
 	for _, p := range masked {
 		dst := inRoot(root, p)
 		fi, err := os.Lstat(dst)
@@ -361,7 +401,7 @@ func maskPaths(root string, masked, readOnly []string) error {
 			continue
 		}
 		if fi.IsDir() {
-			err = unix.Mount("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0")
+			err = bind(empty, dst, true, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC)
 		} else {
 			err = unix.Mount(filepath.Join(root, "dev/null"), dst, "", unix.MS_BIND, "")
 		}
@@ -389,6 +429,18 @@ func mkdirMount(source, root, target, fstype string, flags uintptr, data string)
 		return step("create "+target, err)
 	}
 	if err := unix.Mount(source, dst, fstype, flags, data); err != nil {
+		return step("mount "+target, err)
+	}
+	return nil
+}
+
+// bindDir binds the directory src on target in root, creating target.
+func bindDir(src, root, target string, readOnly bool, flags uintptr) error {
+	dst := inRoot(root, target)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return step("create "+target, err)
+	}
+	if err := bind(src, dst, readOnly, flags); err != nil {
 		return step("mount "+target, err)
 	}
 	return nil
@@ -440,9 +492,10 @@ func mountProc(root string) error {
 // devices are bound from the host's /dev: the complete list a sandbox sees.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
-func mountDev(root string) error {
+func mountDev(s *spec.Sandbox, root string) error {
 	dev := inRoot(root, "/dev")
-	if err := mkdirMount("tmpfs", root, "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=64k"); err != nil {
+	// nodev: the devices are binds of the host's nodes, each its own mount.
+	if err := bindDir(scratch(s, "dev"), root, "/dev", false, unix.MS_NOSUID|unix.MS_NOEXEC|unix.MS_NODEV); err != nil {
 		return err
 	}
 	for _, d := range devices {
@@ -457,7 +510,7 @@ func mountDev(root string) error {
 	if err := mkdirMount("devpts", root, "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"); err != nil {
 		return err
 	}
-	if err := mkdirMount("shm", root, "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=65536k"); err != nil {
+	if err := bindDir(scratch(s, "shm"), root, "/dev/shm", false, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
 		return err
 	}
 	links := [][2]string{{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}}

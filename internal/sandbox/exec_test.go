@@ -236,3 +236,15 @@ func TestArgvMode(t *testing.T) {
 	}
 	mustOut(t, sb, "pwd; echo x$X", "/etc\nx\n")
 }
+
+// TestAgentEnvironmentStaysOut: the agent runs with an environment of its
+// own (GOMAXPROCS=1); sandboxed processes get the session's, never that.
+func TestAgentEnvironmentStaysOut(t *testing.T) {
+	sb := newEnv(t).start()
+	if got := sh(t, sb, "env | grep -c '^GOMAXPROCS=' || true").Stdout; string(got) != "0\n" {
+		t.Errorf("shell sees the agent's environment: %q", got)
+	}
+	if got := argv(t, sb, "sh", "-c", "env | grep -c '^GOMAXPROCS=' || true").Stdout; string(got) != "0\n" {
+		t.Errorf("argv process sees the agent's environment: %q", got)
+	}
+}

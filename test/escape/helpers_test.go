@@ -28,7 +28,14 @@ type box struct {
 // startDaemon runs a daemon for the test (one per test function).
 func startDaemon(t testing.TB, mutate func(*config.Config)) *daemontest.Harness {
 	t.Helper()
-	return daemontest.Start(t, mutate)
+	// Attacks run as fast as the daemon answers; the rate limit has its
+	// own tests.
+	return daemontest.Start(t, func(c *config.Config) {
+		c.Auth.RateLimit = 0
+		if mutate != nil {
+			mutate(c)
+		}
+	})
 }
 
 // newBox creates session id on h; req may be nil.
