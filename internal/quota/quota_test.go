@@ -751,3 +751,88 @@ func openB(b *testing.B, dir string, m Mode) *Layers {
 	}
 	return l
 }
+
+// TestImageTemplates: mkfs runs once per layer size; later layers of that
+// size are copies, independent of each other and of the template, and as
+// big as their limit. Templates are bounded and an older version's go.
+func TestImageTemplates(t *testing.T) {
+	dir := dataDir(t)
+	real, err := findMkfs("")
+	if err != nil {
+		t.Skip(err)
+	}
+	count := filepath.Join(t.TempDir(), "count")
+	wrapper := filepath.Join(t.TempDir(), "mkfs")
+	script := "#!/bin/sh\necho x >> " + count + "\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runs := func() int {
+		b, _ := os.ReadFile(count)
+		return strings.Count(string(b), "x")
+	}
+	tdir := filepath.Join(dir, "layer-images", "templates")
+	if err := os.MkdirAll(tdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(tdir, "v0-1-1.img")
+	if err := os.WriteFile(stale, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := open(t, dir, Options{Mode: ModeImagePerLayer, Mkfs: wrapper})
+	var paths []string
+	for i := range 3 {
+		p, err := l.Create("same"+strconv.Itoa(i), 8*MiB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	if got := runs(); got != 1 {
+		t.Errorf("mkfs ran %d times for three layers of one size, want 1", got)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("a template of an older version was kept: %v", err)
+	}
+	// Each copy is a filesystem of its own, with the whole limit.
+	if n, err := writeFile(filepath.Join(paths[0], "f"), 6*MiB); err != nil {
+		t.Fatalf("write to the first layer: %d, %v", n, err)
+	}
+	for _, p := range paths[1:] {
+		if _, err := os.Stat(filepath.Join(p, "f")); !os.IsNotExist(err) {
+			t.Errorf("%s sees another layer's file: %v", p, err)
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if got := int64(st.Bavail) * st.Bsize; got != 8*MiB {
+			t.Errorf("%s: %d bytes available, want %d", p, got, 8*MiB)
+		}
+	}
+	if n, err := writeFile(filepath.Join(paths[1], "big"), 9*MiB); !isFull(err) || n > 8*MiB {
+		t.Errorf("a copy's limit: wrote %d, %v; want a full filesystem by 8 MiB", n, err)
+	}
+	for i := range 3 {
+		if err := l.Remove("same" + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One template per size, at most maxTemplates of them.
+	for i := range maxTemplates + 3 {
+		name := "size" + strconv.Itoa(i)
+		if _, err := l.Create(name, int64(i+1)*MiB); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ents, err := os.ReadDir(tdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) > maxTemplates {
+		t.Errorf("%d templates kept, want at most %d", len(ents), maxTemplates)
+	}
+}
