@@ -288,4 +288,3 @@ func readlinkat(dir int, name string) (string, error) {
 		}
 	}
 }
-
