@@ -59,7 +59,13 @@ const (
 // it reports. A late signal, arriving after the command ended, does nothing.
 const abortSignal = unix.SIGUSR2
 
-// bashDriver is the driver for bash. The command is sourced at top level,
+// tokenLen is the length of a token: 16 hex digits of tag, a space, the
+// stdin flag and a newline. bashDriver reads exactly that many bytes.
+const tokenLen = 19
+
+// bashDriver is the driver for bash. It reads the token, always tokenLen
+// bytes, with read -N: one system call, where a line read from a pipe costs
+// one per byte. The command is sourced at top level,
 // so `return` ends it and the abort can unwind it; the loop condition
 // reports the previous command, so even a `continue` or `break` typed by the
 // user still gets reported. (`break 2` leaves the driver: the shell exits and
@@ -70,7 +76,8 @@ __warren_abort() { [[ " ${FUNCNAME[*]:1} " == *" source "* ]] || return 1; __war
 builtin trap '__warren_abort && builtin return 124' USR2
 builtin shopt -s expand_aliases
 while :; do
-while __warren_st=$?; [[ -z $__warren_aborting ]] || { __warren_aborting=; builtin trap - DEBUG; builtin shopt -u extdebug; }; builtin printf 'E%s %s\0' "$__warren_seq" "$__warren_st" >&249; builtin export -p >&249; builtin printf '\0' >&249; builtin read -r -u 248 __warren_seq __warren_tok; do
+while __warren_st=$?; [[ -z $__warren_aborting ]] || { __warren_aborting=; builtin trap - DEBUG; builtin shopt -u extdebug; }; builtin printf 'E%s %s\0' "$__warren_seq" "$__warren_st" >&249; builtin export -p >&249; builtin printf '\0' >&249; builtin read -r -N 19 -u 248 __warren_in; do
+__warren_seq=${__warren_in:0:16} __warren_tok=${__warren_in:17:1}
 case $__warren_tok in
 i) { builtin printf 'S%s\0' "$__warren_seq" >&249; { __warren_ret "$__warren_st"; builtin source /run/warren/cmd; } 248<&- 249>&-; } </run/warren/in >/run/warren/out 2>/run/warren/err ;;
 *) { builtin printf 'S%s\0' "$__warren_seq" >&249; { __warren_ret "$__warren_st"; builtin source /run/warren/cmd; } 248<&- 249>&-; } </dev/null >/run/warren/out 2>/run/warren/err ;;
@@ -531,6 +538,9 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 		flag = "i"
 	}
 	token := seq + " " + flag + "\n"
+	if len(token) != tokenLen {
+		panic("warren agent: a token of " + strconv.Itoa(len(token)) + " bytes")
+	}
 	since := lastPid()
 	p := sh.proc
 	if _, err := p.tok.Write([]byte(token)); err != nil {
