@@ -79,11 +79,11 @@ func run(status *os.File) error {
 	if err != nil {
 		return step("read spec", err)
 	}
-	// The agent binary: this very file, opened before the host's filesystem
-	// goes away. The agent runs from it through /proc/self/fd.
-	exe, err := unix.Open("/proc/self/exe", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return step("open own executable", err)
+	// The agent's program, opened by the daemon (see spec.ProgramFD). The
+	// agent runs from it through /proc/self/fd.
+	exe := s.ProgramFD()
+	if _, err := unix.FcntlInt(uintptr(exe), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return step("find the agent's program", err)
 	}
 	ld, err := dynamicLoader(exe)
 	if err != nil {

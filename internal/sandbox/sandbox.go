@@ -83,6 +83,7 @@ type Runtime struct {
 	dir     string // sessions' state: <data>/sessions
 	cgroups *cgroup.Hierarchy
 	exe     string
+	prog    *os.File // exe, open: every sandbox's init execs the agent from it
 	opts    Options
 	ids     *idAllocator
 }
@@ -136,7 +137,11 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 	if o.ReadOnlyPaths == nil {
 		o.ReadOnlyPaths = DefaultReadOnlyPaths
 	}
-	return &Runtime{dir: dir, cgroups: h, exe: exe, opts: o, ids: newIDAllocator(o.IDBase)}, nil
+	prog, err := os.Open(exe)
+	if err != nil {
+		return nil, fmt.Errorf("open the sandbox program: %w", err)
+	}
+	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: newIDAllocator(o.IDBase)}, nil
 }
 
 // checkTraversable makes sure an unprivileged user can pass through every
@@ -450,6 +455,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 	for _, f := range cgFiles.All() {
 		files = append(files, f.Fd())
 	}
+	files = append(files, r.prog.Fd()) // spec.ProgramFD
 	var pidfd int = -1
 	sys := &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET,

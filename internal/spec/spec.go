@@ -145,8 +145,19 @@ func (c Cgroup) WorkloadFDs() int {
 	return c.Hierarchies
 }
 
-// LastFD is the highest descriptor the sandbox inherits.
+// LastFD is the highest cgroup descriptor.
 func (c Cgroup) LastFD() int { return FDCgroup + 2*c.Hierarchies + c.WorkloadFDs() - 1 }
+
+// ProgramFD is the program init execs as the agent (the file the daemon
+// started init from), opened by the daemon, after the cgroup descriptors.
+// Init must not open it by a path of its own: a file on the host's tree as
+// the sandbox's mount namespace copied it would, as the agent's executable,
+// keep that whole copy (every host mount, hundreds on a busy host) alive
+// after the pivot detached it.
+func (s *Sandbox) ProgramFD() int { return s.Cgroup.LastFD() + 1 }
+
+// LastFD is the highest descriptor the sandbox inherits.
+func (s *Sandbox) LastFD() int { return s.ProgramFD() }
 
 // Read decodes the blob from fd FDSpec (read from offset 0, so both init and
 // agent can read it).
