@@ -39,6 +39,7 @@ var Version = "dev"
 // Daemon is a running warren daemon.
 type Daemon struct {
 	cfg       config.Config
+	rt        *sandbox.Runtime
 	log       *slog.Logger
 	lock      *os.File
 	store     *store.SQLite
@@ -143,6 +144,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 	if err != nil {
 		return nil, err
 	}
+	d.rt = rt
+	defer func() {
+		if err != nil {
+			rt.Close()
+		}
+	}()
 	d.manager = session.NewManager(cfg.Session, d.store, rt, d.images, log)
 	tenants := newTenantLimits(d.store, cfg.Auth.TenantDefaults)
 	d.manager.SetTenants(tenants)
@@ -304,6 +311,10 @@ func (d *Daemon) Shutdown() error {
 
 func (d *Daemon) release() {
 	d.closeLayers()
+	if d.rt != nil {
+		d.rt.Close()
+		d.rt = nil
+	}
 	if d.audit != nil {
 		d.audit.Close()
 		d.audit = nil

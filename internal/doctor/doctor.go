@@ -340,6 +340,7 @@ func checkSandbox(ctx context.Context, o Options) Check {
 		c.Detail = err.Error()
 		return c
 	}
+	defer rt.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()

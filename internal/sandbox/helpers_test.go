@@ -78,6 +78,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { rt.Close() })
 	t.Cleanup(func() {
 		if err := h.Teardown(); err != nil {
 			t.Errorf("remove cgroup parent: %v", err)

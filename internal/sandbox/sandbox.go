@@ -144,6 +144,9 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: newIDAllocator(o.IDBase)}, nil
 }
 
+// Close lets go of the sandbox program; running sandboxes keep theirs.
+func (r *Runtime) Close() error { return r.prog.Close() }
+
 // checkTraversable makes sure an unprivileged user can pass through every
 // directory above dir: a sandbox's root must reach its own state directory.
 func checkTraversable(dir string) error {
