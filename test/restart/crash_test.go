@@ -25,10 +25,11 @@ var bg = context.Background()
 
 // proc is a daemon running as a process of its own.
 type proc struct {
-	cmd  *exec.Cmd
-	url  string
-	c    *client.Client
-	done chan error
+	cmd    *exec.Cmd
+	url    string
+	c      *client.Client
+	exited chan struct{} // closed once the daemon exited; then err is its end
+	err    error
 }
 
 // start runs "<test binary> serve" on dataDir and waits until it serves.
@@ -45,7 +46,12 @@ func start(t *testing.T, dataDir, cgroupParent, shutdown string, logf *os.File) 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	// No daemon outlives its test, whatever the test's end.
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.exited
+	})
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -58,12 +64,13 @@ func start(t *testing.T, dataDir, cgroupParent, shutdown string, logf *os.File) 
 				addr <- l.Addr
 			}
 		}
-		p.done <- cmd.Wait()
+		p.err = cmd.Wait()
+		close(p.exited)
 	}()
 	select {
 	case p.url = <-addr:
-	case err := <-p.done:
-		t.Fatalf("the daemon exited before serving: %v (log: %s)", err, logf.Name())
+	case <-p.exited:
+		t.Fatalf("the daemon exited before serving: %v (log: %s)", p.err, logf.Name())
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		t.Fatalf("the daemon did not start serving (log: %s)", logf.Name())
@@ -80,7 +87,7 @@ func start(t *testing.T, dataDir, cgroupParent, shutdown string, logf *os.File) 
 func (p *proc) kill(t *testing.T) {
 	t.Helper()
 	p.cmd.Process.Kill()
-	<-p.done
+	<-p.exited
 }
 
 // stop ends the daemon with SIGTERM, as an operator or systemd does.
@@ -88,9 +95,9 @@ func (p *proc) stop(t *testing.T) {
 	t.Helper()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Errorf("daemon stopped with %v", err)
+	case <-p.exited:
+		if p.err != nil {
+			t.Errorf("daemon stopped with %v", p.err)
 		}
 	case <-time.After(60 * time.Second):
 		p.cmd.Process.Kill()
@@ -111,6 +118,14 @@ func TestCrashLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A failed round leaves the kept sandboxes of killed daemons: one more
+	// daemon, which destroys its sessions when it stops, adopts and removes
+	// them before the leak check runs (cleanups run last first).
+	t.Cleanup(func() {
+		if t.Failed() {
+			start(t, dataDir, parent, "destroy", logf).stop(t)
+		}
+	})
 	defer func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
