@@ -85,6 +85,7 @@ func newEnv(t testing.TB) *env {
 		}
 	})
 	testutil.CheckLeaks(t, parent, sessions)
+	t.Cleanup(rt.Wait) // before the leak check: Destroy removes files in the background
 	return &env{t: t, rt: rt, base: base, images: images}
 }
 

@@ -85,6 +85,10 @@ type Runtime struct {
 	exe     string
 	prog    *os.File // exe, open: every sandbox's init execs the agent from it
 	opts    Options
+
+	removals sync.WaitGroup // Destroy's background removals
+	rmu      sync.Mutex
+	removing map[string]bool // names being removed in the background
 	ids     *idAllocator
 }
 
@@ -141,11 +145,15 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the sandbox program: %w", err)
 	}
-	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: newIDAllocator(o.IDBase)}, nil
+	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: newIDAllocator(o.IDBase), removing: map[string]bool{}}, nil
 }
 
-// Close lets go of the sandbox program; running sandboxes keep theirs.
-func (r *Runtime) Close() error { return r.prog.Close() }
+// Close waits for background removals and lets go of the sandbox program;
+// running sandboxes keep theirs.
+func (r *Runtime) Close() error {
+	r.Wait()
+	return r.prog.Close()
+}
 
 // checkTraversable makes sure an unprivileged user can pass through every
 // directory above dir: a sandbox's root must reach its own state directory.
@@ -818,6 +826,33 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	if err := sb.cg.Destroy(); err != nil {
 		errs = append(errs, err)
 	}
+	if len(errs) > 0 {
+		return errors.Join(append(errs, sb.removeFiles()...)...)
+	}
+	// Nothing runs in the sandbox any more and its cgroups are gone: its
+	// writable layer (an unmount and a loop device, 3 to 4 ms here) and
+	// its state directory go in the background, off the delete's path.
+	// Runtime.Wait waits for them; what fails is left for Leftovers and
+	// the reconciler.
+	r := sb.rt
+	r.rmu.Lock()
+	r.removing[sb.name] = true
+	r.rmu.Unlock()
+	r.removals.Add(1)
+	go func() {
+		defer r.removals.Done()
+		sb.removeFiles()
+		r.rmu.Lock()
+		delete(r.removing, sb.name)
+		r.rmu.Unlock()
+	}()
+	return nil
+}
+
+// removeFiles removes a dead sandbox's writable layer and state directory,
+// and frees its ids once nothing of it is left.
+func (sb *Sandbox) removeFiles() []error {
+	var errs []error
 	if l := sb.rt.opts.Layers; l != nil {
 		if err := l.Remove(sb.name); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("remove writable layer: %w", err))
@@ -831,8 +866,11 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 		// left that they could reach.
 		sb.rt.ids.put(sb.ids)
 	}
-	return errors.Join(errs...)
+	return errs
 }
+
+// Wait waits for the removals Destroy left running in the background.
+func (r *Runtime) Wait() { r.removals.Wait() }
 
 // idsFile, in a sandbox's state directory, records its host id block so a
 // later daemon can adopt it.
@@ -1053,9 +1091,13 @@ func (r *Runtime) Leftovers() ([]string, error) {
 		}
 	}
 	var names []string
+	r.rmu.Lock()
 	for n := range seen {
-		names = append(names, n)
+		if !r.removing[n] { // on its way out already
+			names = append(names, n)
+		}
 	}
+	r.rmu.Unlock()
 	return names, nil
 }
 

@@ -1101,6 +1101,8 @@ func (m *Manager) close(ctx context.Context, keep bool) error {
 		}()
 	}
 	wg.Wait()
+	// Deleted sandboxes finish leaving the disk before the daemon goes.
+	m.rt.Wait()
 	return nil
 }
 
