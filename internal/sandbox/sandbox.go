@@ -89,7 +89,7 @@ type Runtime struct {
 	removals sync.WaitGroup // Destroy's background removals
 	rmu      sync.Mutex
 	removing map[string]bool // names being removed in the background
-	ids     *idAllocator
+	ids      *idAllocator
 }
 
 // NewRuntime returns a runtime that keeps per-sandbox state under dir and
