@@ -90,10 +90,11 @@ func (c *collector) run() {
 func (c *collector) finish() (held bool) {
 	c.f.SetReadDeadline(time.Now())
 	<-c.done
+	// The FIFO may serve the next command: no deadline may stay behind.
+	c.f.SetReadDeadline(time.Time{})
 	if errors.Is(c.err, io.EOF) {
 		return false
 	}
-	c.f.SetReadDeadline(time.Time{})
 	rc, err := c.f.SyscallConn()
 	if err != nil {
 		return true

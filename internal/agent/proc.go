@@ -247,21 +247,27 @@ func scanProcs() []procInfo {
 // lastPid reads the PID namespace's most recently allocated pid. Processes
 // started later have larger pids (until the counter wraps at pid_max).
 func lastPid() int {
-	// Plain system calls: this runs on every command, and an *os.File
-	// would register the file with the poller and take it out again.
-	fd, err := unix.Open("/proc/sys/kernel/ns_last_pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
+	// One descriptor for the agent's life, read with pread: this runs on
+	// every command.
+	lastPidOnce.Do(func() {
+		lastPidFD, _ = unix.Open("/proc/sys/kernel/ns_last_pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	})
+	if lastPidFD < 0 {
 		return 0
 	}
-	defer unix.Close(fd)
 	var buf [24]byte
-	n, err := unix.Read(fd, buf[:])
+	n, err := unix.Pread(lastPidFD, buf[:], 0)
 	if err != nil || n <= 0 {
 		return 0
 	}
 	v, _ := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
 	return v
 }
+
+var (
+	lastPidOnce sync.Once
+	lastPidFD   = -1
+)
 
 // killStarted kills every process that root started since the pid counter
 // stood at since: root's descendants with a newer pid, and newer orphans that

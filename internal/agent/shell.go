@@ -156,6 +156,8 @@ type shell struct {
 	envBlob   []byte
 	outHeld   bool // a background process holds the out FIFO
 	errHeld   bool
+	outQ      fifo // the read ends, kept across commands (see fifo)
+	errQ      fifo
 	lastState sync.Mutex // guards snapCwd and snapEnv, read by argv calls
 	snapCwd   string
 	snapEnv   []string
@@ -168,7 +170,8 @@ type turn struct {
 }
 
 func newShell(a *Agent, path string, env []string, cwd string) *shell {
-	sh := &shell{a: a, path: path, bash: strings.HasSuffix(path, "bash"), env: env, cwd: cwd}
+	sh := &shell{a: a, path: path, bash: strings.HasSuffix(path, "bash"), env: env, cwd: cwd,
+		outQ: fifo{path: outPath}, errQ: fifo{path: errPath}}
 	sh.snapCwd, sh.snapEnv = cwd, env
 	return sh
 }
@@ -395,32 +398,73 @@ func (sh *shell) stop() {
 	sh.proc = nil
 }
 
+// fifo is the agent's read end of one of the shell's output FIFOs. It is
+// kept from one command to the next, which saves opening, registering and
+// closing it each time, as long as its path still names it (sandboxed code
+// may remove or replace what is in /run/warren) and no background process
+// holds its write end.
+type fifo struct {
+	path     string
+	f        *os.File
+	dev, ino uint64
+}
+
+// get returns the read end for the next command. held means the previous
+// read end went to the background log (handOff): a new FIFO replaces it.
+// own hands a newly made FIFO to the session's user.
+func (q *fifo) get(held bool, own func(string)) (*os.File, error) {
+	if q.f != nil && !held {
+		var st unix.Stat_t
+		if unix.Lstat(q.path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO && st.Dev == q.dev && st.Ino == q.ino {
+			return q.f, nil
+		}
+		q.close()
+	}
+	f, st, err := openFifo(q.path, held)
+	if err != nil {
+		return nil, err
+	}
+	q.f, q.dev, q.ino = f, st.Dev, st.Ino
+	own(q.path)
+	return f, nil
+}
+
+// handOff forgets the read end, which now belongs to the background log.
+func (q *fifo) handOff() { q.f = nil }
+
+func (q *fifo) close() {
+	if q.f != nil {
+		q.f.Close()
+		q.f = nil
+	}
+}
+
 // openFifo opens the read end of an output FIFO without blocking, replacing
 // it first when a background process still holds the old one, or when
 // sandboxed code replaced it with something else.
-func openFifo(path string, replace bool) (*os.File, error) {
+func openFifo(path string, replace bool) (*os.File, unix.Stat_t, error) {
 	if replace {
 		unix.Unlink(path)
 	}
 	for attempt := 0; ; attempt++ {
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		var st unix.Stat_t
 		if err == nil {
-			var st unix.Stat_t
 			if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
-				return os.NewFile(uintptr(fd), path), nil
+				return os.NewFile(uintptr(fd), path), st, nil
 			}
 			unix.Close(fd)
 			err = unix.EEXIST
 		}
 		if attempt > 1 {
-			return nil, fmt.Errorf("open %s: %w", path, err)
+			return nil, st, fmt.Errorf("open %s: %w", path, err)
 		}
 		if !errors.Is(err, unix.ENOENT) {
 			unix.Unlink(path)
 		}
 		os.MkdirAll(runDir, 0o700)
 		if err := unix.Mkfifo(path, 0o600); err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("create %s: %w", path, err)
+			return nil, unix.Stat_t{}, fmt.Errorf("create %s: %w", path, err)
 		}
 	}
 }
@@ -498,17 +542,15 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 		return res, err
 	}
 	sh.own(cmdPath)
-	outF, err := openFifo(outPath, sh.outHeld)
+	outF, err := sh.outQ.get(sh.outHeld, sh.own)
 	if err != nil {
 		return res, err
 	}
-	errF, err := openFifo(errPath, sh.errHeld)
+	errF, err := sh.errQ.get(sh.errHeld, sh.own)
 	if err != nil {
-		outF.Close()
+		sh.outQ.close()
 		return res, err
 	}
-	sh.own(outPath)
-	sh.own(errPath)
 	sh.outHeld, sh.errHeld = false, false
 	var inF *os.File
 	// A random tag per command: a report for this command must carry it,
@@ -521,8 +563,8 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 	if stdin != nil {
 		unix.Unlink(inPath)
 		if err := unix.Mkfifo(inPath, 0o600); err != nil {
-			outF.Close()
-			errF.Close()
+			sh.outQ.close()
+			sh.errQ.close()
 			return res, fmt.Errorf("create %s: %w", inPath, err)
 		}
 		sh.own(inPath)
@@ -530,8 +572,8 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 		// the FIFO keeps its bytes until the shell has it open.
 		fd, err := unix.Open(inPath, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
-			outF.Close()
-			errF.Close()
+			sh.outQ.close()
+			sh.errQ.close()
 			return res, fmt.Errorf("open %s: %w", inPath, err)
 		}
 		inF = os.NewFile(uintptr(fd), inPath)
@@ -545,8 +587,8 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 	p := sh.proc
 	if _, err := p.tok.Write([]byte(token)); err != nil {
 		// The shell died while idle. Start a new one and try once more.
-		outF.Close()
-		errF.Close()
+		sh.outQ.close()
+		sh.errQ.close()
 		if inF != nil {
 			inF.Close()
 		}
@@ -637,21 +679,22 @@ loop:
 		}
 	}
 	if len(cols) == 2 {
+		// A FIFO a background process still writes to goes to the
+		// background log; one that reached its end is kept for the next
+		// command.
 		if cols[0].finish() {
 			sh.outHeld = true
+			sh.outQ.handOff()
 			go sh.a.bg.drain(outF)
-		} else {
-			outF.Close()
 		}
 		if cols[1].finish() {
 			sh.errHeld = true
+			sh.errQ.handOff()
 			go sh.a.bg.drain(errF)
-		} else {
-			errF.Close()
 		}
 	} else {
-		outF.Close()
-		errF.Close()
+		sh.outQ.close()
+		sh.errQ.close()
 	}
 	if gone {
 		p.tok.Close()

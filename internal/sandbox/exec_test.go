@@ -248,3 +248,24 @@ func TestAgentEnvironmentStaysOut(t *testing.T) {
 		t.Errorf("argv process sees the agent's environment: %q", got)
 	}
 }
+
+// TestDriverFilesReplaced: the agent keeps the output FIFOs' read ends
+// from one command to the next; code in the session that removes or
+// replaces them (it runs as root there) must not cost a later command its
+// output.
+func TestDriverFilesReplaced(t *testing.T) {
+	sb := newEnv(t).start()
+	mustOut(t, sb, "echo one", "one\n")
+	for _, tamper := range []string{
+		"rm -f /run/warren/out /run/warren/err",
+		"rm -f /run/warren/out && touch /run/warren/out",
+		"rm -f /run/warren/err && mkfifo /run/warren/err",
+		"rm -rf /run/warren",
+	} {
+		sh(t, sb, tamper)
+		res := sh(t, sb, "echo out; echo err >&2")
+		if string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
+			t.Errorf("after %q: stdout %q stderr %q, want out and err", tamper, res.Stdout, res.Stderr)
+		}
+	}
+}
