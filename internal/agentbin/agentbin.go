@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/warrenhq/warren/internal/spec"
 )
 
 // Name is the program's file name in bin/ and the prefix of its installed
@@ -64,6 +66,18 @@ func Embedded() ([]byte, error) {
 		return nil, fmt.Errorf("embedded sandbox agent is %s, not cmd/%s", info.Path, Name)
 	}
 	return b, nil
+}
+
+// Memfd returns the embedded program in a sealed, executable memfd: no
+// file on disk to protect, and it runs wherever the data directory is
+// mounted noexec. It fails where the kernel forbids executable memfds
+// (vm.memfd_noexec = 2); Install is the way then.
+func Memfd() (*os.File, error) {
+	b, err := Embedded()
+	if err != nil {
+		return nil, err
+	}
+	return spec.SealedMemfd(Name, b, true)
 }
 
 // Install writes the embedded program into dir as warren-agent-<digest>

@@ -134,11 +134,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 		}
 		opts.Layers = d.layers
 	}
-	opts.Program, err = agentbin.Install(filepath.Join(cfg.DataDir, "bin"))
-	if err != nil {
-		// Still correct, only slower to start and bigger per session.
-		log.Warn("sandboxes run this binary again as their agent", "reason", err)
-		opts.Program = ""
+	if opts.ProgramFile, err = agentbin.Memfd(); err != nil {
+		if opts.Program, err = agentbin.Install(filepath.Join(cfg.DataDir, "bin")); err != nil {
+			// Still correct, only slower to start and bigger per session.
+			log.Warn("sandboxes run this binary again as their agent", "reason", err)
+			opts.Program = ""
+		}
 	}
 	rt, err := sandbox.NewRuntime(filepath.Join(cfg.DataDir, "sessions"), d.cgroups, opts)
 	if err != nil {

@@ -488,3 +488,24 @@ func TestUsageDisk(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestNoexecDataDir: a data directory on a noexec filesystem (hardened
+// hosts mount /var so) still runs sessions: the sandbox program runs from
+// a sealed memfd, never from a file under the data directory.
+func TestNoexecDataDir(t *testing.T) {
+	var dataDir string
+	h := daemontest.Start(t, func(c *config.Config) {
+		dataDir = testutil.NoexecTmpfs(t, 512)
+		c.DataDir = dataDir
+	})
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "nx"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.Client.Exec(bg, "nx", &api.ExecRequest{Command: "printf '#!/bin/sh\\necho ran\\n' > /tmp/s && chmod +x /tmp/s && /tmp/s"})
+	if err != nil || r.Stdout != "ran\n" {
+		t.Fatalf("exec in a session on a noexec data directory = %+v, %v", r, err)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "bin")); !os.IsNotExist(err) {
+		t.Errorf("the sandbox program went to the data directory: %v", err)
+	}
+}

@@ -331,9 +331,11 @@ func checkSandbox(ctx context.Context, o Options) Check {
 		c.Detail = "compile the seccomp filter: " + err.Error()
 		return c
 	}
-	// The program sandboxes start from, as the daemon installs it.
-	if opts.Program, err = agentbin.Install(filepath.Join(tmp, "bin")); err != nil {
-		opts.Program = ""
+	// The program sandboxes start from, as the daemon chooses it.
+	if opts.ProgramFile, err = agentbin.Memfd(); err != nil {
+		if opts.Program, err = agentbin.Install(filepath.Join(tmp, "bin")); err != nil {
+			opts.Program = ""
+		}
 	}
 	rt, err := sandbox.NewRuntime(filepath.Join(tmp, "sessions"), h, opts)
 	if err != nil {

@@ -76,6 +76,11 @@ type Options struct {
 	// agentbin). "" runs this very binary again (/proc/self/exe), as test
 	// binaries and builds without the embedded agent do.
 	Program string
+	// ProgramFile, if set, is that program already open, such as a sealed
+	// memfd (agentbin.Memfd: no file on disk, and it runs where the data
+	// directory is mounted noexec); it takes precedence over Program. The
+	// runtime takes it over.
+	ProgramFile *os.File
 }
 
 // Runtime starts sandboxes.
@@ -123,10 +128,22 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 			}
 		}
 	}
-	exe := o.Program
-	if exe == "" {
+	exe, prog := o.Program, (*os.File)(nil)
+	switch {
+	case o.ProgramFile != nil:
+		// Far above the descriptors a start hands to init: the forked
+		// child moves those onto 0, 1, 2 and up before it executes exe,
+		// and must not overwrite this one on the way.
+		fd, err := unix.FcntlInt(o.ProgramFile.Fd(), unix.F_DUPFD_CLOEXEC, 1000)
+		o.ProgramFile.Close()
+		if err != nil {
+			return nil, fmt.Errorf("the sandbox program: %w", err)
+		}
+		prog = os.NewFile(uintptr(fd), "warren-agent")
+		exe = "/proc/self/fd/" + strconv.Itoa(fd)
+	case exe == "":
 		exe = "/proc/self/exe"
-	} else if o.UserNS {
+	case o.UserNS:
 		// The sandbox's root, an unprivileged host user, executes it.
 		if err := checkTraversable(exe); err != nil {
 			return nil, err
@@ -141,9 +158,11 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 	if o.ReadOnlyPaths == nil {
 		o.ReadOnlyPaths = DefaultReadOnlyPaths
 	}
-	prog, err := os.Open(exe)
-	if err != nil {
-		return nil, fmt.Errorf("open the sandbox program: %w", err)
+	if prog == nil {
+		var err error
+		if prog, err = os.Open(exe); err != nil {
+			return nil, fmt.Errorf("open the sandbox program: %w", err)
+		}
 	}
 	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: newIDAllocator(o.IDBase), removing: map[string]bool{}}, nil
 }
@@ -539,21 +558,8 @@ func specMemfd(sp *spec.Sandbox) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.MemfdCreate("warren-spec", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return nil, fmt.Errorf("memfd: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "spec")
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, err
-	}
 	// Sealed: nothing can change the spec after the daemon wrote it.
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("seal spec: %w", err)
-	}
-	return f, nil
+	return spec.SealedMemfd("warren-spec", b, false)
 }
 
 // socketPath returns a path to the agent socket of the sandbox in dir that

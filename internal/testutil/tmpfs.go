@@ -12,9 +12,20 @@ import (
 // a small filesystem for tests that fill the disk. It needs root.
 func Tmpfs(t testing.TB, sizeMB int) string {
 	t.Helper()
+	return tmpfs(t, sizeMB, 0)
+}
+
+// NoexecTmpfs is Tmpfs mounted noexec, as hardened hosts mount /var.
+func NoexecTmpfs(t testing.TB, sizeMB int) string {
+	t.Helper()
+	return tmpfs(t, sizeMB, unix.MS_NOEXEC)
+}
+
+func tmpfs(t testing.TB, sizeMB int, flags uintptr) string {
+	t.Helper()
 	RequiresRoot(t)
 	dir := TraversableDir(t)
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NODEV|unix.MS_NOSUID, fmt.Sprintf("size=%dm,mode=0711", sizeMB)); err != nil {
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NODEV|unix.MS_NOSUID|flags, fmt.Sprintf("size=%dm,mode=0711", sizeMB)); err != nil {
 		t.Fatalf("mount a tmpfs on %s: %v", dir, err)
 	}
 	t.Cleanup(func() {
