@@ -28,6 +28,20 @@ var v2Flags = []string{"nsdelegate", "favordynmods", "memory_localevents", "memo
 // ErrNoCgroup2 means the host mounts no cgroup2 hierarchy at all.
 var ErrNoCgroup2 = errors.New("no cgroup2 mount to set favordynmods on (on a v1-only host, boot with cgroup_favordynmods=true)")
 
+// FavorsDynMods reports whether the host's cgroup2 mount has favordynmods,
+// and where that mount is.
+func FavorsDynMods() (point string, on bool, err error) {
+	mounts, err := cgroupMounts("/proc/self/mountinfo")
+	if err != nil {
+		return "", false, err
+	}
+	i := slices.IndexFunc(mounts, func(m mount) bool { return m.fstype == "cgroup2" })
+	if i < 0 {
+		return "", false, ErrNoCgroup2
+	}
+	return mounts[i].point, slices.Contains(mounts[i].superOpts, "favordynmods"), nil
+}
+
 // FavorDynMods sets or clears favordynmods on the host's cgroup2 mount,
 // keeping its other options. It reports the mount point and whether
 // anything changed.

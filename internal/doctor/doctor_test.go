@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warrenhq/warren/internal/agentbin"
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
@@ -29,7 +30,11 @@ func TestThisHost(t *testing.T) {
 	if Failed(checks) {
 		t.Fatalf("doctor fails on this host:\n%s", out.String())
 	}
-	for _, name := range []string{"kernel", "cgroups", "sandbox", "data dir"} {
+	want := []string{"kernel", "cgroups", "sandbox:", "data dir", "cgroup favordynmods"}
+	if _, err := agentbin.Embedded(); err == nil {
+		want = append(want, "sandbox program: embedded")
+	}
+	for _, name := range want {
 		if !strings.Contains(out.String(), "[ok  ] "+name) {
 			t.Errorf("no passing %q check in:\n%s", name, out.String())
 		}
