@@ -337,8 +337,11 @@ func (d *Daemon) release() {
 		}
 		d.layers = nil
 	}
-	if d.cgroups != nil && !d.keep {
-		d.cgroups.Teardown()
+	if d.cgroups != nil {
+		// Kept sessions keep the parent; a keep with nothing kept does not.
+		if left, err := d.cgroups.Sessions(); !d.keep || (err == nil && len(left) == 0) {
+			d.cgroups.Teardown()
+		}
 	}
 	if d.lock != nil {
 		d.lock.Close()

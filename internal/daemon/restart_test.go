@@ -207,3 +207,20 @@ func TestPprof(t *testing.T) {
 		t.Errorf("a non-loopback profiler address: %v", err)
 	}
 }
+
+// TestKeepWithNothingToKeep: a daemon stopped with --shutdown=keep that
+// holds no session leaves nothing behind, not even its parent cgroup (the
+// leak check counts the parent).
+func TestKeepWithNothingToKeep(t *testing.T) {
+	h := daemontest.Start(t, func(c *config.Config) {
+		c.Shutdown = config.ShutdownKeep
+		c.Session.PoolSize = 1
+	})
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Client.DeleteSession(bg, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	h.Stop()
+}

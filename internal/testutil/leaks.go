@@ -180,7 +180,9 @@ func cgroupDirs(parent string) []string {
 			if err != nil {
 				return nil
 			}
-			if d.IsDir() && p != base {
+			// The parent itself too: a daemon that made it must remove it
+			// once nothing of it is left.
+			if d.IsDir() {
 				out = append(out, p)
 			}
 			return nil
