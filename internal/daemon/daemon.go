@@ -311,6 +311,13 @@ func (d *Daemon) Shutdown() error {
 }
 
 func (d *Daemon) release() {
+	if d.keep && d.cgroups != nil {
+		// A keep that kept no session leaves nothing for a next daemon:
+		// the parent cgroup and the layer mounts go as with destroy.
+		if left, err := d.cgroups.Sessions(); err == nil && len(left) == 0 {
+			d.keep = false
+		}
+	}
 	d.closeLayers()
 	if d.rt != nil {
 		d.rt.Close()
@@ -337,11 +344,8 @@ func (d *Daemon) release() {
 		}
 		d.layers = nil
 	}
-	if d.cgroups != nil {
-		// Kept sessions keep the parent; a keep with nothing kept does not.
-		if left, err := d.cgroups.Sessions(); !d.keep || (err == nil && len(left) == 0) {
-			d.cgroups.Teardown()
-		}
+	if d.cgroups != nil && !d.keep {
+		d.cgroups.Teardown()
 	}
 	if d.lock != nil {
 		d.lock.Close()
