@@ -125,35 +125,17 @@ func (c *Client) PullImage(ctx context.Context, req *api.PullImageRequest, onPro
 	default:
 		return nil, fmt.Errorf("POST %s: answer of type %q, want %s", path, mt, eventStream)
 	}
-	events := newSSEReader(resp.Body)
-	for {
-		ev, err := events.next()
-		if err == io.EOF {
-			return nil, fmt.Errorf("POST %s: the stream ended before the image event: %w", path, io.ErrUnexpectedEOF)
+	return readEvents[api.Image](resp.Body, path, "image", func(ev sseEvent) error {
+		if ev.name != "progress" {
+			return nil // for newer clients
 		}
-		if err != nil {
-			return nil, fmt.Errorf("POST %s: %w", path, err)
+		var p api.PullProgress
+		if err := json.Unmarshal([]byte(ev.data), &p); err != nil {
+			return fmt.Errorf("POST %s: decode progress event: %w", path, err)
 		}
-		switch ev.name {
-		case "progress":
-			var p api.PullProgress
-			if err := json.Unmarshal([]byte(ev.data), &p); err != nil {
-				return nil, fmt.Errorf("POST %s: decode progress event: %w", path, err)
-			}
-			if onProgress != nil {
-				if err := onProgress(p); err != nil {
-					return nil, err
-				}
-			}
-		case "image":
-			var img api.Image
-			if err := json.Unmarshal([]byte(ev.data), &img); err != nil {
-				return nil, fmt.Errorf("POST %s: decode image event: %w", path, err)
-			}
-			return &img, nil
-		case "error":
-			return nil, errorFromEvent(ev.data)
+		if onProgress != nil {
+			return onProgress(p)
 		}
-		// Other events are for newer clients.
-	}
+		return nil
+	})
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -127,4 +128,34 @@ func scanSSELines(data []byte, atEOF bool) (advance int, token []byte, err error
 		return len(data), data, nil
 	}
 	return 0, nil, nil
+}
+
+// readEvents reads the server-sent events of a POST to path until the event
+// named final, whose JSON it decodes into a new T. An "error" event ends the
+// call with the daemon's error; every other event goes to on, whose error
+// ends the call as is (events it does not know are for newer clients).
+func readEvents[T any](body io.Reader, path, final string, on func(sseEvent) error) (*T, error) {
+	events := newSSEReader(body)
+	for {
+		ev, err := events.next()
+		if err == io.EOF {
+			return nil, fmt.Errorf("POST %s: the stream ended before the %s event: %w", path, final, io.ErrUnexpectedEOF)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("POST %s: %w", path, err)
+		}
+		switch ev.name {
+		case final:
+			var v T
+			if err := json.Unmarshal([]byte(ev.data), &v); err != nil {
+				return nil, fmt.Errorf("POST %s: decode %s event: %w", path, final, err)
+			}
+			return &v, nil
+		case "error":
+			return nil, errorFromEvent(ev.data)
+		}
+		if err := on(ev); err != nil {
+			return nil, err
+		}
+	}
 }

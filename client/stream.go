@@ -85,38 +85,19 @@ func (c *Client) ExecStream(ctx context.Context, id string, req *api.ExecRequest
 		return nil, fmt.Errorf("POST %s: answer of type %q, want %s", path, mt, eventStream)
 	}
 
-	events := newSSEReader(resp.Body)
-	for {
-		ev, err := events.next()
-		if err == io.EOF {
-			return nil, fmt.Errorf("POST %s: the stream ended before the exit event: %w", path, io.ErrUnexpectedEOF)
+	return readEvents[api.ExecResult](resp.Body, path, "exit", func(ev sseEvent) error {
+		if ev.name != "stdout" && ev.name != "stderr" {
+			return nil // for newer clients
 		}
+		_, p, err := decodeChunk(ev.data)
 		if err != nil {
-			return nil, fmt.Errorf("POST %s: %w", path, err)
+			return fmt.Errorf("POST %s: %s event: %w", path, ev.name, err)
 		}
-		switch ev.name {
-		case "stdout", "stderr":
-			_, p, err := decodeChunk(ev.data)
-			if err != nil {
-				return nil, fmt.Errorf("POST %s: %s event: %w", path, ev.name, err)
-			}
-			if len(p) == 0 {
-				continue
-			}
-			if err := onOutput(ev.name, p); err != nil {
-				return nil, err
-			}
-		case "exit":
-			var res api.ExecResult
-			if err := json.Unmarshal([]byte(ev.data), &res); err != nil {
-				return nil, fmt.Errorf("POST %s: decode exit event: %w", path, err)
-			}
-			return &res, nil
-		case "error":
-			return nil, errorFromEvent(ev.data)
+		if len(p) == 0 {
+			return nil
 		}
-		// Other events are for newer clients.
-	}
+		return onOutput(ev.name, p)
+	})
 }
 
 // execResultAsStream hands the output of a plain JSON exec result to
