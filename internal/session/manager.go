@@ -603,12 +603,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 		if c := errdefs.ClassOf(err); c == errdefs.ErrUnavailable || c == errdefs.ErrInternal {
 			m.logFor(ctx).Warn("session create failed", "session_id", rec.ID, "tenant", rec.Tenant, "sandbox", rec.Name, "error", err)
 		}
-		e.err = err
-		m.mu.Lock()
-		delete(m.live, k)
-		m.mu.Unlock()
-		close(e.ready)
-		close(e.gone)
+		m.abandon(k, e, err)
 		return nil, false, err
 	}
 	lay, err := m.attachLayers(ctx, rec, req)
@@ -692,6 +687,17 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 		m.logFor(ctx).Info("session created", "session_id", rec.ID, "tenant", rec.Tenant, "sandbox", rec.Name, "image", rec.Image, "duration", time.Since(start))
 	}
 	return e.snapshot(), true, nil
+}
+
+// abandon ends a create that failed with err: the id is free again and
+// whoever waits for the entry learns the error.
+func (m *Manager) abandon(k key, e *entry, err error) {
+	e.err = err
+	m.mu.Lock()
+	delete(m.live, k)
+	m.mu.Unlock()
+	close(e.ready)
+	close(e.gone)
 }
 
 // watch marks a session failed if its sandbox dies on its own.

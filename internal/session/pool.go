@@ -136,12 +136,7 @@ func (m *Manager) createWarm(ctx context.Context, k key, e *entry, w *warm) (s *
 	e.mu.Unlock()
 	if err := m.store.CreateSession(ctx, rec); err != nil {
 		m.discardWarm(ctx, w)
-		e.err = err
-		m.mu.Lock()
-		delete(m.live, k)
-		m.mu.Unlock()
-		close(e.ready)
-		close(e.gone)
+		m.abandon(k, e, err)
 		return nil, true, err
 	}
 	e.sb = w.sb
