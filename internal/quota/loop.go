@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,6 +52,12 @@ func mountImage(image, target, data string) (dev string, err error) {
 // LOOP_CTL_GET_FREE and the configuration are two steps, so another process
 // can take the device in between: that shows as EBUSY and we ask again.
 func attachLoop(img *os.File) (*os.File, string, error) {
+	// LOOP_CTL_GET_FREE hands every concurrent caller the same device and
+	// only one of them binds it: a burst of parallel creates (50 here)
+	// could lose more rounds than the retries below. Within this process
+	// the callers take turns; other processes are what the retries are for.
+	attachMu.Lock()
+	defer attachMu.Unlock()
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
 	if err != nil {
 		return nil, "", err
@@ -82,6 +89,8 @@ func attachLoop(img *os.File) (*os.File, string, error) {
 
 // openLoopDevice opens a loop device that LOOP_CTL_GET_FREE may have just
 // created: devtmpfs shows the node at once, udev can take a moment.
+var attachMu sync.Mutex
+
 func openLoopDevice(dev string) (*os.File, error) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {

@@ -836,3 +836,28 @@ func TestImageTemplates(t *testing.T) {
 		t.Errorf("%d templates kept, want at most %d", len(ents), maxTemplates)
 	}
 }
+
+// TestCreateBurst: many layers made at once all get a loop device (every
+// concurrent LOOP_CTL_GET_FREE names the same free device; losers retry).
+func TestCreateBurst(t *testing.T) {
+	dir := dataDir(t)
+	l := open(t, dir, Options{Mode: ModeImagePerLayer})
+	const n = 48
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := l.Create("b"+strconv.Itoa(i), 4*MiB)
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for i := range n {
+		if err := l.Remove("b" + strconv.Itoa(i)); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+			t.Error(err)
+		}
+	}
+}
