@@ -69,7 +69,6 @@ func run() error {
 	// descriptor (a dynamically linked agent) goes, and everything else
 	// becomes close-on-exec.
 	unix.Close(spec.FDExe)
-	unix.Close(s.ProgramFD())
 	if err := unix.CloseRange(spec.FDSpec, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		for fd := spec.FDSpec; fd <= s.LastFD(); fd++ {
 			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)

@@ -31,15 +31,24 @@ var ErrNoCgroup2 = errors.New("no cgroup2 mount to set favordynmods on (on a v1-
 // FavorsDynMods reports whether the host's cgroup2 mount has favordynmods,
 // and where that mount is.
 func FavorsDynMods() (point string, on bool, err error) {
-	mounts, err := cgroupMounts("/proc/self/mountinfo")
+	m, err := cgroup2Mount("/proc/self/mountinfo")
 	if err != nil {
 		return "", false, err
 	}
+	return m.point, slices.Contains(m.superOpts, "favordynmods"), nil
+}
+
+// cgroup2Mount finds the host's cgroup2 mount in mountinfo.
+func cgroup2Mount(mountinfo string) (mount, error) {
+	mounts, err := cgroupMounts(mountinfo)
+	if err != nil {
+		return mount{}, err
+	}
 	i := slices.IndexFunc(mounts, func(m mount) bool { return m.fstype == "cgroup2" })
 	if i < 0 {
-		return "", false, ErrNoCgroup2
+		return mount{}, ErrNoCgroup2
 	}
-	return mounts[i].point, slices.Contains(mounts[i].superOpts, "favordynmods"), nil
+	return mounts[i], nil
 }
 
 // FavorDynMods sets or clears favordynmods on the host's cgroup2 mount,
@@ -50,15 +59,10 @@ func FavorDynMods(on bool) (point string, changed bool, err error) {
 }
 
 func favorDynMods(mountinfo string, on bool) (string, bool, error) {
-	mounts, err := cgroupMounts(mountinfo)
+	m, err := cgroup2Mount(mountinfo)
 	if err != nil {
 		return "", false, err
 	}
-	i := slices.IndexFunc(mounts, func(m mount) bool { return m.fstype == "cgroup2" })
-	if i < 0 {
-		return "", false, ErrNoCgroup2
-	}
-	m := mounts[i]
 	if slices.Contains(m.superOpts, "favordynmods") == on {
 		return m.point, false, nil
 	}

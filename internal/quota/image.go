@@ -218,9 +218,6 @@ func (f *imageFS) format(img string, blocks, inodes int64) error {
 		return err
 	}
 	defer src.Close()
-	// Touched, so the templates in use are the newest (see makeTemplate).
-	now := time.Now()
-	os.Chtimes(tpl, now, now)
 	dst, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -244,7 +241,7 @@ func (f *imageFS) format(img string, blocks, inodes int64) error {
 const templateVersion = "v1"
 
 // maxTemplates bounds the templates kept (one per layer size in use); the
-// least recently used go first.
+// oldest go first.
 const maxTemplates = 16
 
 // makeTemplate formats the template tpl in dir, written aside and renamed so
