@@ -151,7 +151,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 			rt.Close()
 		}
 	}()
-	d.manager = session.NewManager(cfg.Session, d.store, rt, d.images, log)
+	d.manager = session.NewManager(cfg.Session, d.store, sandbox.ForSessions(rt), d.images, log)
 	tenants := newTenantLimits(d.store, cfg.Auth.TenantDefaults)
 	d.manager.SetTenants(tenants)
 	if err := d.openLayers(); err != nil {

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	warrenv1 "github.com/warrenhq/warren/api/gen/warren/v1"
-	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/wire"
@@ -145,7 +144,7 @@ func toProcess(in *session.ProcessInfo) *warrenv1.Process {
 	return out
 }
 
-func toEntry(e *agentproto.Entry) *warrenv1.FileEntry {
+func toEntry(e *session.Entry) *warrenv1.FileEntry {
 	return &warrenv1.FileEntry{
 		Name:   e.Name,
 		Path:   e.Path,

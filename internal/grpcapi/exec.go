@@ -6,7 +6,6 @@ import (
 	"connectrpc.com/connect"
 
 	warrenv1 "github.com/warrenhq/warren/api/gen/warren/v1"
-	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/wire"
 )
@@ -33,13 +32,13 @@ func (h execs) ExecStream(ctx context.Context, req *connect.Request[warrenv1.Exe
 			return nil
 		}
 		c := &warrenv1.OutputChunk{Text: text, Base64: raw}
-		if ch == agentproto.ChanStderr {
+		if ch == session.ChanStderr {
 			return stream.Send(&warrenv1.ExecStreamResponse{Event: &warrenv1.ExecStreamResponse_Stderr{Stderr: c}})
 		}
 		return stream.Send(&warrenv1.ExecStreamResponse{Event: &warrenv1.ExecStreamResponse_Stdout{Stdout: c}})
 	}
 	res, err := h.s.m.Exec(ctx, tenant(ctx), req.Msg.GetSessionId(), ereq, func(ch byte, p []byte) error {
-		if ch != agentproto.ChanStdout && ch != agentproto.ChanStderr {
+		if ch != session.ChanStdout && ch != session.ChanStderr {
 			return nil
 		}
 		text, raw := chunkers[ch].Next(p)
@@ -48,7 +47,7 @@ func (h execs) ExecStream(ctx context.Context, req *connect.Request[warrenv1.Exe
 	if err != nil {
 		return err
 	}
-	for _, ch := range []byte{agentproto.ChanStdout, agentproto.ChanStderr} {
+	for _, ch := range []byte{session.ChanStdout, session.ChanStderr} {
 		if err := send(ch, "", chunkers[ch].Flush()); err != nil {
 			return err
 		}

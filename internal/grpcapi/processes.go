@@ -7,7 +7,6 @@ import (
 	"connectrpc.com/connect"
 
 	warrenv1 "github.com/warrenhq/warren/api/gen/warren/v1"
-	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/wire"
 )
@@ -66,7 +65,7 @@ func (h processes) ProcessOutput(ctx context.Context, req *connect.Request[warre
 		}
 		offset := ev.Offset
 		chunk := &warrenv1.OutputChunk{Offset: &offset, Stream: "stdout"}
-		if ev.Chan == agentproto.ChanStderr {
+		if ev.Chan == session.ChanStderr {
 			chunk.Stream = "stderr"
 		}
 		chunk.Text, chunk.Base64 = wire.Text(ev.Data)

@@ -12,7 +12,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/warrenhq/warren/api"
-	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/wire"
@@ -80,7 +79,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *sessio
 	var chunkers [3]wire.Chunker
 	names := [3]string{"", "stdout", "stderr"}
 	send := func(ch byte, p []byte) error {
-		if ch != agentproto.ChanStdout && ch != agentproto.ChanStderr {
+		if ch != session.ChanStdout && ch != session.ChanStderr {
 			return nil
 		}
 		text, raw := chunkers[ch].Next(p)
@@ -100,7 +99,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *sessio
 		e.event("error", "", api.Error{Error: api.ErrorBody{Code: c.String(), Message: err.Error()}})
 		return
 	}
-	for _, ch := range []byte{agentproto.ChanStdout, agentproto.ChanStderr} {
+	for _, ch := range []byte{session.ChanStdout, session.ChanStderr} {
 		if b64 := wire.Base64(chunkers[ch].Flush()); b64 != "" {
 			e.event(names[ch], "", api.OutputChunk{Base64: b64})
 		}
@@ -251,7 +250,7 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 		// valid UTF-8 (a character split between chunks makes both
 		// base64), else base64.
 		chunk := api.OutputChunk{Offset: &ev.Offset, Stream: "stdout"}
-		if ev.Chan == agentproto.ChanStderr {
+		if ev.Chan == session.ChanStderr {
 			chunk.Stream = "stderr"
 		}
 		chunk.Text, chunk.Base64 = textOf(ev.Data)

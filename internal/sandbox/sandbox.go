@@ -932,6 +932,10 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 	if n, err := sb.cg.OOMKills(); err == nil {
 		sb.oomSeen = n // only kills from now on are news
 	}
+	// A daemon that died while it copied the sandbox's layers left it
+	// frozen, and a frozen agent cannot answer the hello. A sandbox that
+	// is not frozen stays as it is (and a host without a freezer has none).
+	sb.Thaw()
 	if err := sb.connect(ctx, agentproto.Hello{}); err != nil {
 		sb.pidfd.Close()
 		r.ids.put(ids)

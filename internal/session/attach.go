@@ -8,7 +8,6 @@ import (
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/image"
-	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/snapshot"
 )
 
@@ -131,7 +130,7 @@ func (s *layerState) attachLocked(a *Attachment) {
 // layers above the image's (its root changes below the root overlay's
 // writable layer, its changes to a host directory below that overlay's),
 // and the workspace as an idmapped bind mount.
-func (a *attached) apply(cfg *sandbox.Config, img *image.Image) error {
+func (a *attached) apply(cfg *SandboxConfig, img *image.Image) error {
 	if a == nil {
 		return nil
 	}
@@ -153,7 +152,7 @@ func (a *attached) apply(cfg *sandbox.Config, img *image.Image) error {
 		}
 	}
 	if a.ws != nil {
-		cfg.Binds = append(cfg.Binds, sandbox.Bind{Source: a.wsDir, Target: WorkspaceMountPoint, ReadOnly: a.att.WorkspaceMode == "ro"})
+		cfg.Binds = append(cfg.Binds, SandboxBind{Source: a.wsDir, Target: WorkspaceMountPoint, ReadOnly: a.att.WorkspaceMode == "ro"})
 	}
 	return nil
 }
@@ -223,14 +222,6 @@ func (m *Manager) recoverLayers(ctx context.Context) error {
 	m.mu.Lock()
 	for _, e := range m.live {
 		live[e.rec.Name] = true
-	}
-	m.mu.Unlock()
-	// A daemon that died while it snapshotted a session left it frozen.
-	m.mu.Lock()
-	for _, e := range m.live {
-		if e.sb != nil {
-			e.sb.Thaw() // a session that is not frozen stays as it is
-		}
 	}
 	m.mu.Unlock()
 	atts, err := cfg.Store.ListAttachments(ctx)

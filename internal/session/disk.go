@@ -28,7 +28,7 @@ type DiskSpace struct {
 
 // Disk reads the space of the filesystem that holds the sandboxes' state.
 func (m *Manager) Disk() (DiskSpace, error) {
-	d := DiskSpace{Path: m.rt.Dir()}
+	d := DiskSpace{Path: m.rt.StateDir()}
 	var st unix.Statfs_t
 	if err := unix.Statfs(d.Path, &st); err != nil {
 		return d, errdefs.New(errdefs.ErrUnavailable, "read the free space of %s: %w", d.Path, err)

@@ -117,7 +117,7 @@ func (m *Manager) recoverSnapshotImages(snaps []*Snapshot) {
 // unprivileged host user, and the image's user is not applied.
 func (m *Manager) imageUser(req *CreateRequest, img *image.Image) (string, error) {
 	u := img.User
-	if req.User != "" || u == "" || u == "root" || u == "0" || u == "0:0" || !m.rt.Options().UserNS {
+	if req.User != "" || u == "" || u == "root" || u == "0" || u == "0:0" || !m.rt.Features().UserNS {
 		return "", nil
 	}
 	if !userPattern.MatchString(u) {

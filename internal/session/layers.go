@@ -131,7 +131,7 @@ func (m *Manager) layersOn() error {
 	if m.lay.cfg == nil {
 		return errdefs.New(errdefs.ErrUnavailable, "this daemon has no workspaces or snapshots")
 	}
-	if !m.rt.Options().UserNS {
+	if !m.rt.Features().UserNS {
 		return invalid("workspaces and snapshots need sandboxes in user namespaces (idmapped mounts); this daemon runs without them")
 	}
 	return nil

@@ -14,9 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/errdefs"
-	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // Config holds the manager's limits and defaults. Zero values are replaced
@@ -126,7 +124,7 @@ func fillLimits(l *Limits, d Limits) {
 type Manager struct {
 	cfg    Config
 	store  Store
-	rt     *sandbox.Runtime
+	rt     Runtime
 	images Images
 	log    *slog.Logger
 
@@ -157,7 +155,7 @@ type entry struct {
 	gone  chan struct{} // closed when the session is deleted and removed
 	err   error         // creation failed; set before ready closes
 
-	sb *sandbox.Sandbox // set before ready closes, if creation succeeded
+	sb Sandbox // set before ready closes, if creation succeeded
 
 	mu       sync.Mutex // guards rec and cwd
 	rec      *Session
@@ -171,7 +169,7 @@ type entry struct {
 
 // NewManager returns a manager. Call Recover before serving and Close at the
 // end.
-func NewManager(cfg Config, store Store, rt *sandbox.Runtime, images Images, log *slog.Logger) *Manager {
+func NewManager(cfg Config, store Store, rt Runtime, images Images, log *slog.Logger) *Manager {
 	cfg.fill()
 	if log == nil {
 		log = slog.Default()
@@ -369,7 +367,7 @@ func (m *Manager) resolveLimits(l Limits) (Limits, error) {
 	if l.MemoryMB < 0 || l.CPUs < 0 || l.Pids < 0 || l.DiskMB < 0 {
 		return l, invalid("limits must not be negative")
 	}
-	disk := m.rt.Options().Layers != nil
+	disk := m.rt.Features().DiskQuota
 	if l.DiskMB != 0 && !disk {
 		return l, invalid("limits.disk_mb cannot be enforced by this daemon (it runs without a layer store); leave it unset")
 	}
@@ -546,7 +544,7 @@ func (m *Manager) validateCreate(req *CreateRequest) (*Session, error) {
 	if user != "" && !userPattern.MatchString(user) {
 		return nil, invalid("user %q must be a user name, uid or uid:gid", user)
 	}
-	if user != "" && !m.rt.Options().UserNS {
+	if user != "" && !m.rt.Features().UserNS {
 		return nil, invalid("user needs sandboxes in user namespaces; this daemon runs without them and every session already runs as an unprivileged user")
 	}
 	img := req.Image
@@ -639,24 +637,22 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 	}
 	env := mergeEnv(img.Env, rec.Env)
 	env = append(env, "HOSTNAME="+rec.ID)
-	cfg := &sandbox.Config{
-		Name:     rec.Name,
-		Hostname: rec.ID,
-		Lower:    []string{img.RootFS},
-		BaseDir:  rec.BaseDir,
-		Env:      env,
-		Shell:    img.Shell,
-		Limits: cgroup.Limits{
-			MemoryBytes: rec.Limits.MemoryMB << 20,
-			Pids:        rec.Limits.Pids,
-			CPUs:        rec.Limits.CPUs,
-		},
+	cfg := &SandboxConfig{
+		Name:               rec.Name,
+		Hostname:           rec.ID,
+		Lower:              []string{img.RootFS},
+		BaseDir:            rec.BaseDir,
+		Env:                env,
+		Shell:              img.Shell,
+		MemoryBytes:        rec.Limits.MemoryMB << 20,
+		Pids:               rec.Limits.Pids,
+		CPUs:               rec.Limits.CPUs,
 		DiskBytes:          rec.Limits.DiskMB << 20,
 		User:               rec.User,
 		BackgroundLogBytes: m.cfg.BackgroundLogBytes,
 	}
 	for _, d := range img.HostDirs {
-		cfg.Overlays = append(cfg.Overlays, sandbox.Overlay{Source: d, Target: d})
+		cfg.Overlays = append(cfg.Overlays, SandboxOverlay{Source: d, Target: d})
 	}
 	if err := lay.apply(cfg, img); err != nil {
 		return fail(err)
@@ -774,7 +770,7 @@ func (m *Manager) lookup(tenant, id string) (*entry, error) {
 type Info struct {
 	Session
 	Cwd   string
-	Usage *sandbox.Stats
+	Usage *Usage
 }
 
 // Get returns a session with its live usage.
@@ -793,8 +789,8 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Info, error) {
 	}
 	info := &Info{Session: *e.snapshot(), Cwd: e.Cwd()}
 	if info.State == StateRunning {
-		if st, err := e.sb.Stats(); err == nil {
-			info.Usage = &st
+		if u, err := e.sb.Usage(); err == nil {
+			info.Usage = &u
 		}
 	}
 	return info, nil
@@ -827,8 +823,8 @@ func (m *Manager) List(ctx context.Context, tenant string) []*Info {
 		}
 		info := &Info{Session: *s, Cwd: e.Cwd()}
 		if ready && s.State == StateRunning {
-			if st, err := e.sb.Stats(); err == nil {
-				info.Usage = &st
+			if u, err := e.sb.Usage(); err == nil {
+				info.Usage = &u
 			}
 		}
 		out = append(out, info)

@@ -6,9 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/errdefs"
-	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // ExecRequest is one command for a session.
@@ -21,9 +19,6 @@ type ExecRequest struct {
 	Timeout   time.Duration
 	MaxOutput int64
 }
-
-// ExecResult is a command's outcome.
-type ExecResult = sandbox.ExecResult
 
 // checkStrings validates the command, argv, env and cwd of a request.
 func (req *ExecRequest) checkStrings() error {
@@ -44,7 +39,9 @@ func (req *ExecRequest) checkStrings() error {
 	return checkPath("cwd", req.Cwd)
 }
 
-func (m *Manager) checkExec(req *ExecRequest) (*agentproto.ExecRequest, error) {
+// checkExec validates req and returns it with its timeout and output limit
+// resolved.
+func (m *Manager) checkExec(req *ExecRequest) (*ExecRequest, error) {
 	hasCmd, hasArgv := req.Command != "", len(req.Argv) > 0
 	switch {
 	case hasCmd && hasArgv:
@@ -73,19 +70,14 @@ func (m *Manager) checkExec(req *ExecRequest) (*agentproto.ExecRequest, error) {
 	case maxOut > m.cfg.MaxOutput:
 		return nil, invalid("max_output_bytes exceeds the maximum of %d", m.cfg.MaxOutput)
 	}
-	return &agentproto.ExecRequest{
-		Command:   req.Command,
-		Argv:      req.Argv,
-		Env:       req.Env,
-		Cwd:       req.Cwd,
-		Timeout:   timeout,
-		MaxOutput: maxOut,
-	}, nil
+	out := *req
+	out.Timeout, out.MaxOutput = timeout, maxOut
+	return &out, nil
 }
 
 // Exec runs a command in a session. With stream set, output goes to stream
 // as it is produced and the result carries none.
-func (m *Manager) Exec(ctx context.Context, tenant, id string, req *ExecRequest, stream sandbox.OutputFunc) (_ *ExecResult, err error) {
+func (m *Manager) Exec(ctx context.Context, tenant, id string, req *ExecRequest, stream OutputFunc) (_ *ExecResult, err error) {
 	defer m.observe(OpExec, time.Now(), &err)
 	areq, err := m.checkExec(req)
 	if err != nil {
@@ -111,7 +103,7 @@ func (m *Manager) Exec(ctx context.Context, tenant, id string, req *ExecRequest,
 		return nil, err
 	}
 	defer done()
-	res, err := e.sb.Exec(ctx, areq, req.Stdin, stream)
+	res, err := e.sb.Exec(ctx, areq, stream)
 	if err != nil {
 		return nil, m.sandboxErr(e, id, err)
 	}
@@ -147,7 +139,7 @@ func (m *Manager) Run(ctx context.Context, tenant string, req *RunRequest) (*Exe
 func (m *Manager) MaxFileBytes() int64 { return m.cfg.MaxFileBytes }
 
 // withSandbox runs f on a session's sandbox as one call.
-func (m *Manager) withSandbox(ctx context.Context, tenant, id string, f func(sb *sandbox.Sandbox) error) error {
+func (m *Manager) withSandbox(ctx context.Context, tenant, id string, f func(sb Sandbox) error) error {
 	e, done, err := m.use(ctx, tenant, id)
 	if err != nil {
 		return err
@@ -163,9 +155,9 @@ func (m *Manager) withSandbox(ctx context.Context, tenant, id string, f func(sb 
 }
 
 // Stat describes a path in a session.
-func (m *Manager) Stat(ctx context.Context, tenant, id, path string) (entry *agentproto.Entry, err error) {
+func (m *Manager) Stat(ctx context.Context, tenant, id, path string) (entry *Entry, err error) {
 	defer m.observe(OpFileStat, time.Now(), &err)
-	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	err = m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		entry, err = sb.Stat(ctx, path)
 		return err
 	})
@@ -173,9 +165,9 @@ func (m *Manager) Stat(ctx context.Context, tenant, id, path string) (entry *age
 }
 
 // List describes a directory of a session.
-func (m *Manager) ListFiles(ctx context.Context, tenant, id, path string) (entries []agentproto.Entry, err error) {
+func (m *Manager) ListFiles(ctx context.Context, tenant, id, path string) (entries []Entry, err error) {
 	defer m.observe(OpFileList, time.Now(), &err)
-	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	err = m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		entries, err = sb.List(ctx, path)
 		return err
 	})
@@ -183,9 +175,9 @@ func (m *Manager) ListFiles(ctx context.Context, tenant, id, path string) (entri
 }
 
 // Mkdir creates a directory and its parents, and describes it.
-func (m *Manager) Mkdir(ctx context.Context, tenant, id, path string) (entry *agentproto.Entry, err error) {
+func (m *Manager) Mkdir(ctx context.Context, tenant, id, path string) (entry *Entry, err error) {
 	defer m.observe(OpFileMkdir, time.Now(), &err)
-	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	err = m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		if err := sb.Mkdir(ctx, path); err != nil {
 			return err
 		}
@@ -198,7 +190,7 @@ func (m *Manager) Mkdir(ctx context.Context, tenant, id, path string) (entry *ag
 // Remove removes a path (a tree if recursive).
 func (m *Manager) Remove(ctx context.Context, tenant, id, path string, recursive bool) (err error) {
 	defer m.observe(OpFileRemove, time.Now(), &err)
-	return m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	return m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		return sb.Remove(ctx, path, recursive)
 	})
 }
@@ -206,7 +198,7 @@ func (m *Manager) Remove(ctx context.Context, tenant, id, path string, recursive
 // WriteFile writes r to path, creating parents.
 func (m *Manager) WriteFile(ctx context.Context, tenant, id, path string, mode uint32, r io.Reader) (n int64, err error) {
 	defer m.observe(OpFileWrite, time.Now(), &err)
-	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	err = m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		n, err = sb.WriteFile(ctx, path, mode, m.cfg.MaxFileBytes, r)
 		return err
 	})
@@ -216,8 +208,8 @@ func (m *Manager) WriteFile(ctx context.Context, tenant, id, path string, mode u
 // PutArchive extracts a tar into the directory path.
 func (m *Manager) PutArchive(ctx context.Context, tenant, id, path string, r io.Reader) (n int64, err error) {
 	defer m.observe(OpArchivePut, time.Now(), &err)
-	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
-		n, err = sb.TarPut(ctx, path, m.cfg.MaxFileBytes, r)
+	err = m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
+		n, err = sb.PutArchive(ctx, path, m.cfg.MaxFileBytes, r)
 		return err
 	})
 	return n, err
@@ -226,19 +218,19 @@ func (m *Manager) PutArchive(ctx context.Context, tenant, id, path string, r io.
 // Download is a file or archive on its way out of a session. The caller
 // reads it and then must call Close.
 type Download struct {
-	*sandbox.Download
+	DownloadStream
 	First []byte // the first bytes, already read
 	done  func()
 }
 
 // Close ends the download and the call.
 func (d *Download) Close() error {
-	d.Download.Close()
+	d.DownloadStream.Close()
 	d.done()
 	return nil
 }
 
-func (m *Manager) download(ctx context.Context, tenant, id string, open func(*sandbox.Sandbox) (*sandbox.Download, []byte, error)) (*Download, error) {
+func (m *Manager) download(ctx context.Context, tenant, id string, open func(Sandbox) (DownloadStream, []byte, error)) (*Download, error) {
 	e, done, err := m.use(ctx, tenant, id)
 	if err != nil {
 		return nil, err
@@ -251,13 +243,13 @@ func (m *Manager) download(ctx context.Context, tenant, id string, open func(*sa
 		}
 		return nil, err
 	}
-	return &Download{Download: d, First: first, done: done}, nil
+	return &Download{DownloadStream: d, First: first, done: done}, nil
 }
 
 // ReadFile opens a file of a session for reading.
 func (m *Manager) ReadFile(ctx context.Context, tenant, id, path string) (_ *Download, err error) {
 	defer m.observe(OpFileRead, time.Now(), &err)
-	return m.download(ctx, tenant, id, func(sb *sandbox.Sandbox) (*sandbox.Download, []byte, error) {
+	return m.download(ctx, tenant, id, func(sb Sandbox) (DownloadStream, []byte, error) {
 		return sb.ReadFile(ctx, path, m.cfg.MaxFileBytes)
 	})
 }
@@ -265,7 +257,7 @@ func (m *Manager) ReadFile(ctx context.Context, tenant, id, path string) (_ *Dow
 // GetArchive opens a tar of a directory of a session.
 func (m *Manager) GetArchive(ctx context.Context, tenant, id, path string) (_ *Download, err error) {
 	defer m.observe(OpArchiveGet, time.Now(), &err)
-	return m.download(ctx, tenant, id, func(sb *sandbox.Sandbox) (*sandbox.Download, []byte, error) {
-		return sb.TarGet(ctx, path, m.cfg.MaxFileBytes)
+	return m.download(ctx, tenant, id, func(sb Sandbox) (DownloadStream, []byte, error) {
+		return sb.GetArchive(ctx, path, m.cfg.MaxFileBytes)
 	})
 }

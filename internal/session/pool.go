@@ -5,13 +5,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/image"
-	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // The warm pool keeps Config.PoolSize sandboxes of the default image
-// started and waiting (sandbox.Config.Deferred: namespaces, mounts, cgroup
+// started and waiting (SandboxConfig.Deferred: namespaces, mounts, cgroup
 // and agent are up; no shell runs yet). A create that asks for nothing a
 // warm sandbox was not made with (the default image, limits, user and
 // working directory; no workspace or snapshot) takes one: the sandbox gets
@@ -24,7 +22,7 @@ import (
 
 // warm is a started sandbox waiting for a session.
 type warm struct {
-	sb     *sandbox.Sandbox
+	sb     Sandbox
 	img    *image.Image // the content it was made from (leased under sb's name)
 	user   string
 	base   string
@@ -227,25 +225,23 @@ func (m *Manager) fillOne() error {
 		base = "/workspace"
 	}
 	l := m.cfg.DefaultLimits
-	cfg := &sandbox.Config{
-		Name:     name,
-		Hostname: "warren-warm",
-		Lower:    []string{img.RootFS},
-		BaseDir:  base,
-		Env:      mergeEnv(img.Env, nil),
-		Shell:    img.Shell,
-		Limits: cgroup.Limits{
-			MemoryBytes: l.MemoryMB << 20,
-			Pids:        l.Pids,
-			CPUs:        l.CPUs,
-		},
+	cfg := &SandboxConfig{
+		Name:               name,
+		Hostname:           "warren-warm",
+		Lower:              []string{img.RootFS},
+		BaseDir:            base,
+		Env:                mergeEnv(img.Env, nil),
+		Shell:              img.Shell,
+		MemoryBytes:        l.MemoryMB << 20,
+		Pids:               l.Pids,
+		CPUs:               l.CPUs,
 		DiskBytes:          l.DiskMB << 20,
 		User:               user,
 		BackgroundLogBytes: m.cfg.BackgroundLogBytes,
 		Deferred:           true,
 	}
 	for _, d := range img.HostDirs {
-		cfg.Overlays = append(cfg.Overlays, sandbox.Overlay{Source: d, Target: d})
+		cfg.Overlays = append(cfg.Overlays, SandboxOverlay{Source: d, Target: d})
 	}
 	sb, err := m.rt.Start(ctx, cfg)
 	if err != nil {

@@ -4,19 +4,7 @@ import (
 	"context"
 	"io"
 	"time"
-
-	"github.com/warrenhq/warren/internal/agentproto"
-	"github.com/warrenhq/warren/internal/sandbox"
 )
-
-// StartProcessRequest starts a durable process in a session.
-type StartProcessRequest = agentproto.ProcStartRequest
-
-// ProcessInfo describes a durable process.
-type ProcessInfo = agentproto.ProcInfo
-
-// OutputEvent is one event of a process's output.
-type OutputEvent = sandbox.OutputEvent
 
 func (m *Manager) checkProcess(req *StartProcessRequest) error {
 	if !req.Login && (req.Command == "") == (len(req.Argv) == 0) {
@@ -47,7 +35,7 @@ func (m *Manager) StartProcess(ctx context.Context, tenant, id string, req *Star
 			return nil, err
 		}
 	}
-	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	err = m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		info, err = sb.StartProcess(ctx, req)
 		return err
 	})
@@ -56,7 +44,7 @@ func (m *Manager) StartProcess(ctx context.Context, tenant, id string, req *Star
 
 // ListProcesses lists a session's durable processes.
 func (m *Manager) ListProcesses(ctx context.Context, tenant, id string) (list []ProcessInfo, err error) {
-	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	err = m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		list, err = sb.ListProcesses(ctx)
 		return err
 	})
@@ -65,7 +53,7 @@ func (m *Manager) ListProcesses(ctx context.Context, tenant, id string) (list []
 
 // GetProcess describes one durable process.
 func (m *Manager) GetProcess(ctx context.Context, tenant, id, pid string) (info *ProcessInfo, err error) {
-	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	err = m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		info, err = sb.GetProcess(ctx, pid)
 		return err
 	})
@@ -76,7 +64,7 @@ func (m *Manager) GetProcess(ctx context.Context, tenant, id, pid string) (info 
 // waits for more until the process exits. While it streams, the session
 // counts as in use and does not expire.
 func (m *Manager) ProcessOutput(ctx context.Context, tenant, id, pid string, offset int64, follow bool, fn func(OutputEvent) error) (info *ProcessInfo, err error) {
-	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	err = m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		info, err = sb.ProcessOutput(ctx, pid, offset, follow, fn)
 		return err
 	})
@@ -85,7 +73,7 @@ func (m *Manager) ProcessOutput(ctx context.Context, tenant, id, pid string, off
 
 // WriteStdin writes to a process's stdin.
 func (m *Manager) WriteStdin(ctx context.Context, tenant, id, pid string, r io.Reader, eof bool) (n int64, err error) {
-	err = m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	err = m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		n, err = sb.WriteStdin(ctx, pid, r, eof)
 		return err
 	})
@@ -94,7 +82,7 @@ func (m *Manager) WriteStdin(ctx context.Context, tenant, id, pid string, r io.R
 
 // SignalProcess signals a process's group.
 func (m *Manager) SignalProcess(ctx context.Context, tenant, id, pid string, sig int) error {
-	return m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	return m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		return sb.SignalProcess(ctx, pid, sig)
 	})
 }
@@ -104,14 +92,14 @@ func (m *Manager) ResizeProcess(ctx context.Context, tenant, id, pid string, col
 	if cols <= 0 || rows <= 0 || cols > 10000 || rows > 10000 {
 		return invalid("cols and rows must be between 1 and 10000")
 	}
-	return m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	return m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		return sb.ResizeProcess(ctx, pid, cols, rows)
 	})
 }
 
 // KillProcess kills a process and its group and forgets it.
 func (m *Manager) KillProcess(ctx context.Context, tenant, id, pid string) error {
-	return m.withSandbox(ctx, tenant, id, func(sb *sandbox.Sandbox) error {
+	return m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
 		return sb.KillProcess(ctx, pid)
 	})
 }

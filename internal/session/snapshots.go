@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -31,9 +30,6 @@ const MaxForks = 10
 // started from a snapshot lies on top of it. Export and import flatten a
 // chain into one layer.
 const maxChain = 32
-
-// freezeTimeout bounds the wait for a session's processes to freeze.
-const freezeTimeout = 10 * time.Second
 
 // SnapshotInfo is a snapshot with its live details.
 type SnapshotInfo struct {
@@ -190,7 +186,7 @@ func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, nam
 			os.RemoveAll(dir)
 		}
 	}()
-	st, frozen, err := m.copyLayers(ctx, e, dir, len(sn.Overlays))
+	st, err := m.copyLayers(ctx, e, dir, len(sn.Overlays))
 	if err != nil {
 		return nil, fmt.Errorf("snapshot session %q: %w", rec.ID, err)
 	}
@@ -200,38 +196,18 @@ func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, nam
 		return nil, err
 	}
 	m.logFor(ctx).Info("snapshot taken", "session_id", rec.ID, "tenant", tenant, "snapshot", name, "id", sn.ID,
-		"bytes", st.Bytes, "files", st.Files+st.Dirs, "frozen", frozen)
+		"bytes", st.Bytes, "files", st.Files+st.Dirs, "frozen", st.Frozen)
 	return sn, nil
 }
 
-// copyLayers freezes the session, copies its writable layers into dir
-// (root/ and ov/<i>/), and thaws it. It returns what was copied and how
-// long the session stood still.
-func (m *Manager) copyLayers(ctx context.Context, e *entry, dir string, overlays int) (snapshot.Stats, time.Duration, error) {
-	var total snapshot.Stats
-	sb := e.sb
-	fctx, cancel := context.WithTimeout(ctx, freezeTimeout)
-	defer cancel()
-	if err := sb.Freeze(fctx); err != nil {
-		return total, 0, errdefs.New(errdefs.ErrUnavailable, "freeze the session's processes: %v", err)
+// copyLayers copies the session's writable layers into dir (root/ and
+// ov/<i>/) while its processes stand still; the sandbox does the copy.
+func (m *Manager) copyLayers(ctx context.Context, e *entry, dir string, overlays int) (LayerCopy, error) {
+	st, err := e.sb.CopyLayers(ctx, dir, overlays)
+	if err != nil {
+		m.log.Warn("could not copy a session's layers", "sandbox", e.rec.Name, "error", err)
 	}
-	start := time.Now()
-	base := sb.IDs().HostID
-	st, err := snapshot.Copy(ctx, filepath.Join(dir, "root"), sb.UpperDir(), base)
-	total = st
-	for i := 0; err == nil && i < overlays; i++ {
-		st, err = snapshot.Copy(ctx, filepath.Join(dir, "ov", strconv.Itoa(i)), sb.OverlayUpperDir(i), base)
-		total.Files, total.Dirs, total.Links, total.Bytes, total.Skipped = total.Files+st.Files, total.Dirs+st.Dirs, total.Links+st.Links, total.Bytes+st.Bytes, total.Skipped+st.Skipped
-	}
-	frozen := time.Since(start)
-	if terr := sb.Thaw(); terr != nil {
-		// A session left frozen answers nothing; say so loudly.
-		m.log.Error("could not thaw a session after its snapshot", "sandbox", e.rec.Name, "error", terr)
-		if err == nil {
-			err = terr
-		}
-	}
-	return total, frozen, err
+	return st, err
 }
 
 // ForkRequest asks for copies of a session.

@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/api"
-	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 )
@@ -91,7 +90,7 @@ func Result(res *session.ExecResult) api.ExecResult {
 }
 
 // Entry is a file's entry as the API shows it; the mode in octal.
-func Entry(e *agentproto.Entry) api.FileEntry {
+func Entry(e *session.Entry) api.FileEntry {
 	return api.FileEntry{
 		Name:   e.Name,
 		Path:   e.Path,
