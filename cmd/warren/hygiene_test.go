@@ -91,3 +91,70 @@ func TestSandboxSideDeps(t *testing.T) {
 		}
 	}
 }
+
+// TestTransportDeps keeps the transports on the core's side of the runtime
+// interface (session.Runtime): none of them may reach the sandbox, its
+// init, its agent or the protocol the daemon speaks with that agent, so
+// that a transport never depends on how (or where) sandboxes run.
+//
+// The rule is transitive: a transport may not reach a banned package
+// through any other package either, except through the composition roots
+// that exist to wire or probe the runtime (internal/daemon builds it,
+// internal/doctor tries it out); the CLI hosts `warren serve` and `warren
+// doctor`, so it imports those two, and the walk stops at them.
+func TestTransportDeps(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go tool")
+	}
+	const mod = "github.com/warrenhq/warren/"
+	transports := []string{"internal/httpapi", "internal/grpcapi", "internal/mcpapi", "internal/edge", "internal/wire",
+		"client", "internal/cli"}
+	banned := []string{"internal/agentproto", "internal/sandbox", "internal/nsinit", "internal/agent"}
+	roots := map[string]bool{mod + "internal/daemon": true, mod + "internal/doctor": true}
+	root := moduleRoot(t)
+	var pkgs []string
+	for _, p := range transports {
+		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
+			pkgs = append(pkgs, "./"+p)
+		}
+	}
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, pkgs...)...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		imports[f[0]] = f[1:]
+	}
+	for _, p := range pkgs {
+		from := mod + strings.TrimPrefix(p, "./")
+		// Breadth first, remembering the way, so a failure shows the path.
+		via := map[string]string{from: ""}
+		queue := []string{from}
+		for len(queue) > 0 {
+			cur := queue[0]
+			queue = queue[1:]
+			for _, b := range banned {
+				if cur == mod+b {
+					path := []string{cur}
+					for at := via[cur]; at != ""; at = via[at] {
+						path = append([]string{at}, path...)
+					}
+					t.Errorf("%s reaches %s: %s", p, b, strings.Join(path, " -> "))
+				}
+			}
+			if roots[cur] {
+				continue
+			}
+			for _, next := range imports[cur] {
+				if _, seen := via[next]; !seen && strings.HasPrefix(next, mod) {
+					via[next] = cur
+					queue = append(queue, next)
+				}
+			}
+		}
+	}
+}
