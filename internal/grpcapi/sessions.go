@@ -15,7 +15,7 @@ type sessions struct{ s *Server }
 
 func (h sessions) CreateSession(ctx context.Context, req *connect.Request[warrenv1.CreateSessionRequest]) (*connect.Response[warrenv1.CreateSessionResponse], error) {
 	m, tn := req.Msg, tenant(ctx)
-	sess, created, err := h.s.m.Create(ctx, tn, &session.CreateRequest{
+	info, created, err := h.s.m.Create(ctx, tn, &session.CreateRequest{
 		ID:          m.GetId(),
 		Image:       m.GetImage(),
 		Env:         m.GetEnv(),
@@ -29,10 +29,6 @@ func (h sessions) CreateSession(ctx context.Context, req *connect.Request[warren
 	})
 	if err != nil {
 		return nil, err
-	}
-	info, err := h.s.m.Get(ctx, tn, sess.ID)
-	if err != nil {
-		info = &session.Info{Session: *sess, Cwd: sess.BaseDir}
 	}
 	return connect.NewResponse(&warrenv1.CreateSessionResponse{Session: toSession(info), Created: created}), nil
 }

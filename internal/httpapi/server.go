@@ -233,7 +233,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	c := callOf(r)
 	c.session = req.ID
-	sess, created, err := s.m.Create(r.Context(), tenant(r), &session.CreateRequest{
+	info, created, err := s.m.Create(r.Context(), tenant(r), &session.CreateRequest{
 		ID:          req.ID,
 		Image:       req.Image,
 		Env:         req.Env,
@@ -253,14 +253,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c.session = sess.ID
+	c.session = info.ID
 	status := http.StatusCreated
 	if !created {
 		status = http.StatusOK
-	}
-	info, err := s.m.Get(r.Context(), tenant(r), sess.ID)
-	if err != nil {
-		info = &session.Info{Session: *sess, Cwd: sess.BaseDir}
 	}
 	writeJSON(w, status, toAPISession(info))
 }

@@ -118,11 +118,7 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.ForkResult{Snapshot: toAPISnapshot(sn), Sessions: make([]api.Session, 0, len(sessions))}
-	for _, sess := range sessions {
-		info, err := s.m.Get(r.Context(), tenant(r), sess.ID)
-		if err != nil {
-			info = &session.Info{Session: *sess, Cwd: sess.BaseDir}
-		}
+	for _, info := range sessions {
 		out.Sessions = append(out.Sessions, toAPISession(info))
 	}
 	writeJSON(w, http.StatusCreated, out)

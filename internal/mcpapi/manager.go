@@ -45,7 +45,7 @@ func (b *managerBackend) CreateSession(ctx context.Context, req *api.CreateSessi
 	if l := req.Limits; l != nil {
 		lim = session.Limits{MemoryMB: l.MemoryMB, CPUs: l.CPUs, Pids: l.Pids, DiskMB: l.DiskMB}
 	}
-	sess, _, err := b.m.Create(ctx, tn, &session.CreateRequest{
+	info, _, err := b.m.Create(ctx, tn, &session.CreateRequest{
 		ID:          req.ID,
 		Image:       req.Image,
 		Env:         req.Env,
@@ -59,10 +59,6 @@ func (b *managerBackend) CreateSession(ctx context.Context, req *api.CreateSessi
 	})
 	if err != nil {
 		return nil, err
-	}
-	info, err := b.m.Get(ctx, tn, sess.ID)
-	if err != nil {
-		info = &session.Info{Session: *sess, Cwd: sess.BaseDir}
 	}
 	s := toAPISession(info)
 	return &s, nil

@@ -407,8 +407,27 @@ func newID() string {
 }
 
 // Create creates a session for tenant, or returns the existing one if the
-// request names an id the tenant already has (created is then false).
-func (m *Manager) Create(ctx context.Context, tenant string, req *CreateRequest) (s *Session, created bool, err error) {
+// request names an id the tenant already has (created is then false). The
+// session comes back as Get shows it, live details included.
+func (m *Manager) Create(ctx context.Context, tenant string, req *CreateRequest) (*Info, bool, error) {
+	s, created, err := m.createSession(ctx, tenant, req)
+	if err != nil {
+		return nil, false, err
+	}
+	if e, err := m.lookup(tenant, s.ID); err == nil {
+		select {
+		case <-e.ready:
+			if e.err == nil {
+				return m.info(e), created, nil
+			}
+		default:
+		}
+	}
+	// Deleted meanwhile: what the create made is all there is to show.
+	return &Info{Session: *s, Cwd: s.BaseDir}, created, nil
+}
+
+func (m *Manager) createSession(ctx context.Context, tenant string, req *CreateRequest) (s *Session, created bool, err error) {
 	start := time.Now()
 	defer func() {
 		if err != nil || created {
@@ -787,13 +806,20 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (*Info, error) {
 	if e.err != nil {
 		return nil, errdefs.New(errdefs.ErrNotFound, "session %q not found", id)
 	}
+	return m.info(e), nil
+}
+
+// info is the session of e with its live details.
+//
+// Preconditions: e.ready is closed and e.err is nil.
+func (m *Manager) info(e *entry) *Info {
 	info := &Info{Session: *e.snapshot(), Cwd: e.Cwd()}
-	if info.State == StateRunning {
+	if info.State == StateRunning && e.sb != nil {
 		if u, err := e.sb.Usage(); err == nil {
 			info.Usage = &u
 		}
 	}
-	return info, nil
+	return info
 }
 
 // List returns the tenant's sessions ("" for all), oldest first.

@@ -226,7 +226,7 @@ type ForkRequest struct {
 // TTLs and current directory. Their files are the session's at the moment
 // of the snapshot; nothing else is carried over (processes, the shell's
 // variables, the workspace). If one of them cannot be created, none is.
-func (m *Manager) Fork(ctx context.Context, tenant, id string, req *ForkRequest) (_ *SnapshotInfo, _ []*Session, err error) {
+func (m *Manager) Fork(ctx context.Context, tenant, id string, req *ForkRequest) (_ *SnapshotInfo, _ []*Info, err error) {
 	defer m.observe(OpFork, time.Now(), &err)
 	if err := m.layersOn(); err != nil {
 		return nil, nil, err
@@ -268,7 +268,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, req *ForkRequest)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]*Session, n)
+	out := make([]*Info, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
