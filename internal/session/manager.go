@@ -732,7 +732,11 @@ func (m *Manager) watch(k key, e *entry) {
 	rec := *e.rec
 	e.mu.Unlock()
 	m.log.Warn("session failed", "session_id", k.id, "tenant", k.tenant, "reason", rec.Reason)
-	m.store.UpdateSession(context.Background(), &rec)
+	if err := m.store.UpdateSession(context.Background(), &rec); err != nil {
+		// The live entry says failed either way; a record left "running"
+		// is found dead and marked failed by the next daemon's Recover.
+		m.log.Error("record a failed session", "session_id", k.id, "tenant", k.tenant, "error", err)
+	}
 }
 
 func mergeEnv(base []string, extra map[string]string) []string {
@@ -925,7 +929,11 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 	e.mu.Unlock()
 	// Deletion finishes even if the caller leaves.
 	dctx := context.WithoutCancel(ctx)
-	m.store.UpdateSession(dctx, &rec)
+	if err := m.store.UpdateSession(dctx, &rec); err != nil {
+		// Deletion goes on: a record left behind is removed by the next
+		// daemon's Recover, whatever state it names.
+		m.logFor(ctx).Warn("record a session being deleted", "session_id", k.id, "tenant", k.tenant, "error", err)
+	}
 	start := time.Now()
 	var derr error
 	if e.sb != nil {
