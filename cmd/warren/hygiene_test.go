@@ -158,3 +158,26 @@ func TestTransportDeps(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntimeDeps keeps the daemon's side of the sandbox apart from the
+// sandbox's side: package sandbox talks to init over the descriptors and
+// status values of package spec, and to the agent over agentproto, never
+// by linking their code.
+func TestRuntimeDeps(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go tool")
+	}
+	cmd := exec.Command("go", "list", "-deps", "./internal/sandbox")
+	cmd.Dir = moduleRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./internal/sandbox: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, b := range []string{"github.com/warrenhq/warren/internal/nsinit", "github.com/warrenhq/warren/internal/agent"} {
+			if dep == b {
+				t.Errorf("./internal/sandbox depends on %s", dep)
+			}
+		}
+	}
+}

@@ -30,18 +30,6 @@ import (
 	"github.com/warrenhq/warren/internal/spec"
 )
 
-// Status messages init writes to spec.FDStatus. The daemon reads them.
-const (
-	StatusMoved = 'M' // init left S for S/agent; v2 limits may now be enabled
-	StatusError = 'E' // followed by a JSON Failure and EOF
-)
-
-// Failure is what init reports when a step fails.
-type Failure struct {
-	Step  string `json:"step"`
-	Error string `json:"error"`
-}
-
 // Main runs init. It never returns: it execs the agent or exits 1.
 func Main() {
 	// The main goroutine stays on the main thread; every per-thread change
@@ -50,12 +38,12 @@ func Main() {
 	status := os.NewFile(spec.FDStatus, "status")
 	if err := run(status); err != nil {
 		f, _ := err.(*stepError)
-		fail := Failure{Error: err.Error()}
+		fail := spec.InitFailure{Error: err.Error()}
 		if f != nil {
 			fail.Step, fail.Error = f.step, f.err.Error()
 		}
 		b, _ := json.Marshal(fail)
-		status.Write(append([]byte{StatusError}, b...))
+		status.Write(append([]byte{spec.StatusError}, b...))
 		os.Exit(1)
 	}
 }
@@ -92,7 +80,7 @@ func run(status *os.File) error {
 	if err := joinCgroups(s); err != nil {
 		return err
 	}
-	if _, err := status.Write([]byte{StatusMoved}); err != nil {
+	if _, err := status.Write([]byte{spec.StatusMoved}); err != nil {
 		return step("report cgroup placement", err)
 	}
 	layers, err := stageLayers(s)

@@ -28,7 +28,6 @@ import (
 	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/errdefs"
-	"github.com/warrenhq/warren/internal/nsinit"
 	"github.com/warrenhq/warren/internal/quota"
 	"github.com/warrenhq/warren/internal/spec"
 )
@@ -315,55 +314,123 @@ type Sandbox struct {
 }
 
 // Start creates and starts a sandbox; on failure nothing of it remains.
-func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error) {
-	if c.Name == "" || filepath.Base(c.Name) != c.Name || c.Name[0] == '.' {
-		return nil, fmt.Errorf("bad sandbox name %q", c.Name)
+// The steps, each undone in reverse if a later one fails: a block of host
+// ids, the state directory and writable layers, the spec, the cgroup, init
+// (forked into its namespaces and handed its layers), init's progress
+// until it became the agent, and the agent's hello.
+func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
+	if err := checkName(c.Name); err != nil {
+		return nil, err
 	}
 	ids, err := r.ids.get()
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrResourceExhausted, "%v", err)
 	}
-	dir := filepath.Join(r.dir, c.Name)
+	cu := makeCleanup(func() { r.ids.put(ids) })
+	defer cu.Clean()
+	dir, layer, err := r.makeDirs(c, ids, &cu)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := r.buildSpec(c, ids, dir, layer)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeIDs(dir, ids); err != nil {
+		return nil, err
+	}
+	cg, err := r.makeCgroup(c, ids, &cu)
+	if err != nil {
+		return nil, err
+	}
+	sb, status, err := r.spawnInit(sp, dir, ids, cg, &cu)
+	if err != nil {
+		return nil, err
+	}
+	defer status.Close()
+	if err := sb.awaitInit(ctx, status, cg); err != nil {
+		return nil, err
+	}
+	// A deferred sandbox is ready once its agent answers: a claim then
+	// costs a hello, not the agent's start.
+	if err := sb.connect(ctx, agentproto.Hello{Defer: c.Deferred}); err != nil {
+		return nil, err
+	}
+	cu.Release()
+	return sb, nil
+}
+
+// checkName refuses a sandbox name that is no plain file name.
+func checkName(name string) error {
+	if name == "" || filepath.Base(name) != name || name[0] == '.' {
+		return fmt.Errorf("bad sandbox name %q", name)
+	}
+	return nil
+}
+
+// makeDirs creates the sandbox's state directory and its writable layers:
+// in the size-limited layer store when there is one, else in the state
+// directory. With a user namespace the sandbox's root (ids.HostID on the
+// host) owns them; the daemon stays able to remove them. It returns the
+// state directory and the directory that holds the writable layers.
+func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup) (dir, layer string, err error) {
+	dir = filepath.Join(r.dir, c.Name)
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		r.ids.put(ids)
-		return nil, fmt.Errorf("create sandbox directory: %w", err)
+		return "", "", fmt.Errorf("create sandbox directory: %w", err)
 	}
-	cleanup := []func(){func() { os.RemoveAll(dir); r.ids.put(ids) }}
-	defer func() {
-		if err != nil {
-			for i := len(cleanup) - 1; i >= 0; i-- {
-				cleanup[i]()
-			}
-		}
-	}()
-	// With a user namespace the sandbox's root (ids.HostID on the host)
-	// owns its directory and layers; the daemon stays able to remove them.
+	cu.Add(func() { os.RemoveAll(dir) })
 	owned := []string{dir}
-	for _, d := range []string{"rootfs", "layers"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
-			return nil, err
+	mkdir := func(d string) error {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
 		}
-		owned = append(owned, filepath.Join(dir, d))
+		owned = append(owned, d)
+		return nil
 	}
-	// The writable layers: in the size-limited layer store when there is
-	// one, else in the state directory.
-	layer := dir
-	if r.opts.Layers != nil {
-		layer, err = r.opts.Layers.Create(c.Name, c.DiskBytes)
-		if err != nil {
-			return nil, fmt.Errorf("create writable layer: %w", err)
+	for _, d := range []string{"rootfs", "layers"} {
+		if err := mkdir(filepath.Join(dir, d)); err != nil {
+			return "", "", err
 		}
-		cleanup = append(cleanup, func() { r.opts.Layers.Remove(c.Name) })
+	}
+	layer = dir
+	if r.opts.Layers != nil {
+		if layer, err = r.opts.Layers.Create(c.Name, c.DiskBytes); err != nil {
+			return "", "", fmt.Errorf("create writable layer: %w", err)
+		}
+		cu.Add(func() { r.opts.Layers.Remove(c.Name) })
 		owned = append(owned, layer)
 	} else if c.DiskBytes > 0 {
-		return nil, errdefs.New(errdefs.ErrInvalidArgument, "this daemon has no disk quota support; leave the disk limit unset")
+		return "", "", errdefs.New(errdefs.ErrInvalidArgument, "this daemon has no disk quota support; leave the disk limit unset")
 	}
 	for _, d := range []string{"upper", "work"} {
-		if err := os.Mkdir(filepath.Join(layer, d), 0o755); err != nil {
-			return nil, err
+		if err := mkdir(filepath.Join(layer, d)); err != nil {
+			return "", "", err
 		}
-		owned = append(owned, filepath.Join(layer, d))
 	}
+	for i := range c.Overlays {
+		od := overlayDir(layer, i)
+		for _, d := range []string{od, od + "/upper", od + "/work"} {
+			if err := mkdir(d); err != nil {
+				return "", "", err
+			}
+		}
+	}
+	if r.opts.UserNS {
+		for _, d := range owned {
+			if err := os.Lchown(d, int(ids.HostID), int(ids.HostID)); err != nil {
+				return "", "", fmt.Errorf("hand %s to the sandbox's root: %w", d, err)
+			}
+		}
+	}
+	return dir, layer, nil
+}
+
+// overlayDir holds the writable layer of the i-th extra overlay.
+func overlayDir(layer string, i int) string { return filepath.Join(layer, "ov"+strconv.Itoa(i)) }
+
+// buildSpec is the spec init and agent start from, for a sandbox whose
+// state lies in dir and writable layers in layer.
+func (r *Runtime) buildSpec(c *Config, ids spec.IDRange, dir, layer string) (*spec.Sandbox, error) {
 	sp := &spec.Sandbox{
 		Version:  spec.Version,
 		ID:       c.Name,
@@ -391,13 +458,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 		sp.RunAs = &ids
 	}
 	for i, o := range c.Overlays {
-		od := filepath.Join(layer, "ov"+strconv.Itoa(i))
-		for _, d := range []string{od, od + "/upper", od + "/work"} {
-			if err := os.Mkdir(d, 0o755); err != nil {
-				return nil, err
-			}
-			owned = append(owned, d)
-		}
+		od := overlayDir(layer, i)
 		sp.Mounts = append(sp.Mounts, spec.Mount{Kind: "overlay", Source: o.Source, Target: o.Target, Upper: od + "/upper", Work: od + "/work", Lower: o.Lower})
 	}
 	if len(c.Binds) > 0 && !r.opts.UserNS {
@@ -406,27 +467,21 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 	for _, b := range c.Binds {
 		sp.Mounts = append(sp.Mounts, spec.Mount{Kind: "bind", Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly})
 	}
-	if r.opts.UserNS {
-		for _, d := range owned {
-			if err := os.Lchown(d, int(ids.HostID), int(ids.HostID)); err != nil {
-				return nil, fmt.Errorf("hand %s to the sandbox's root: %w", d, err)
-			}
-		}
-	}
 	for _, p := range append(sp.Layers(), dir, layer) {
 		if err := CheckPath(p); err != nil {
 			return nil, err
 		}
 	}
-	if err := writeIDs(dir, ids); err != nil {
-		return nil, err
-	}
+	return sp, nil
+}
 
+// makeCgroup creates the sandbox's cgroup with its limits.
+func (r *Runtime) makeCgroup(c *Config, ids spec.IDRange, cu *cleanup) (*cgroup.Session, error) {
 	cg, err := r.cgroups.NewSession(c.Name, c.Limits)
 	if err != nil {
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
-	cleanup = append(cleanup, func() { cg.Kill(); cg.Destroy() })
+	cu.Add(func() { cg.Kill(); cg.Destroy() })
 	if r.opts.UserNS {
 		// clone3(CLONE_INTO_CGROUP) by the agent is checked against its
 		// own credentials: on v2 the workload is delegated to its root.
@@ -434,51 +489,59 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 			return nil, fmt.Errorf("delegate cgroup: %w", err)
 		}
 	}
+	return cg, nil
+}
+
+// spawnInit forks `warren init` into the sandbox's new namespaces with
+// the descriptors spec documents, watches it, and sends it its layers. It
+// returns the read end of init's status pipe; the parent's copies of
+// everything else the child got are closed when it returns.
+func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *cgroup.Session, cu *cleanup) (_ *Sandbox, status *os.File, err error) {
 	cgFiles, err := cg.Open()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer cgFiles.Close()
 	sp.Cgroup = spec.Cgroup{Version: r.cgroups.Version(), Hierarchies: len(cgFiles.AgentProcs)}
-
 	specFile, err := specMemfd(sp)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer specFile.Close()
 	ln, err := listen(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer ln.Close()
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer statusR.Close()
+	// Init's end closes in any case; ours goes on to the caller unless
+	// something below fails.
+	defer statusW.Close()
+	own := makeCleanup(func() { statusR.Close() })
+	defer own.Clean()
 	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		statusW.Close()
-		return nil, err
+		return nil, nil, err
 	}
+	defer logFile.Close()
 	null, err := os.Open(os.DevNull)
 	if err != nil {
-		statusW.Close()
-		logFile.Close()
-		return nil, err
+		return nil, nil, err
 	}
+	defer null.Close()
 	// The layers travel to a sandbox in a user namespace as idmapped
 	// mounts over this socket.
 	mountsR, mountsW := null, (*os.File)(nil)
 	if r.opts.UserNS {
-		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			statusW.Close()
-			logFile.Close()
-			null.Close()
-			return nil, err
+			return nil, nil, err
 		}
-		mountsR, mountsW = os.NewFile(uintptr(sp[1]), "mounts"), os.NewFile(uintptr(sp[0]), "mounts")
+		mountsR, mountsW = os.NewFile(uintptr(pair[1]), "mounts"), os.NewFile(uintptr(pair[0]), "mounts")
+		defer mountsR.Close()
 		defer mountsW.Close()
 	}
 	files := []uintptr{null.Fd(), logFile.Fd(), logFile.Fd(), specFile.Fd(), statusW.Fd(), ln.Fd(), mountsR.Fd()}
@@ -486,7 +549,39 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 		files = append(files, f.Fd())
 	}
 	files = append(files, r.prog.Fd()) // spec.ProgramFD
-	var pidfd int = -1
+	pid, pidfd, err := r.forkInit(ids, files)
+	if err != nil {
+		return nil, nil, err
+	}
+	sb := &Sandbox{name: sp.ID, dir: dir, cg: cg, pid: pid, done: make(chan struct{}), ids: ids, rt: r}
+	if err := sb.watch(pidfd); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+		return nil, nil, err
+	}
+	cu.Add(sb.kill)
+	if r.opts.UserNS {
+		sources, readOnly := sp.Layers(), map[int]bool{}
+		for i, m := range sp.Mounts {
+			if m.ReadOnly {
+				readOnly[len(sp.Root.Lower)+i] = true
+			}
+		}
+		if err := sendLayers(pid, mountsW, sources, readOnly); err != nil {
+			return nil, nil, err
+		}
+	}
+	own.Release()
+	return sb, statusR, nil
+}
+
+// forkInit starts `warren init` with files as its descriptors 0, 1, 2...,
+// in new mount, PID, UTS, IPC and network namespaces (and a user
+// namespace, owned by ids, when the runtime uses them). It returns init's
+// pid and a pidfd for it.
+func (r *Runtime) forkInit(ids spec.IDRange, files []uintptr) (pid, pidfd int, err error) {
+	pidfd = -1
 	sys := &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET,
 		Setsid:     true,
@@ -502,46 +597,11 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (sb *Sandbox, err error)
 		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
 	}
 	attr := &syscall.ProcAttr{Env: []string{}, Files: files, Sys: sys}
-	pid, err := syscall.ForkExec(r.exe, []string{"warren", "init"}, attr)
-	null.Close()
-	logFile.Close()
-	statusW.Close()
-	if mountsW != nil {
-		mountsR.Close()
-	}
+	pid, err = syscall.ForkExec(r.exe, []string{"warren", "init"}, attr)
 	if err != nil {
-		return nil, fmt.Errorf("start sandbox init: %w", err)
+		return 0, -1, fmt.Errorf("start sandbox init: %w", err)
 	}
-	sb = &Sandbox{name: c.Name, dir: dir, cg: cg, pid: pid, done: make(chan struct{}), ids: ids, rt: r}
-	if err := sb.watch(pidfd); err != nil {
-		unix.Kill(pid, unix.SIGKILL)
-		var ws unix.WaitStatus
-		unix.Wait4(pid, &ws, 0, nil)
-		return nil, err
-	}
-	started := sb // the named result is nil by the time cleanup runs
-	cleanup = append(cleanup, func() { started.kill() })
-	if r.opts.UserNS {
-		sources, readOnly := sp.Layers(), map[int]bool{}
-		for i, m := range sp.Mounts {
-			if m.ReadOnly {
-				readOnly[len(sp.Root.Lower)+i] = true
-			}
-		}
-		if err := sendLayers(pid, mountsW, sources, readOnly); err != nil {
-			return nil, err
-		}
-	}
-
-	if err := sb.awaitInit(ctx, statusR, cg); err != nil {
-		return nil, err
-	}
-	// A deferred sandbox is ready once its agent answers: a claim then
-	// costs a hello, not the agent's start.
-	if err := sb.connect(ctx, agentproto.Hello{Defer: c.Deferred}); err != nil {
-		return nil, err
-	}
-	return sb, nil
+	return pid, pidfd, nil
 }
 
 // helloError keeps the class of an error the agent answered the hello with
@@ -662,7 +722,7 @@ func (sb *Sandbox) awaitInit(ctx context.Context, status *os.File, cg *cgroup.Se
 		for {
 			n, err := status.Read(b)
 			buf.Write(b[:n])
-			if n > 0 && buf.Len() == 1 && buf.Bytes()[0] == nsinit.StatusMoved {
+			if n > 0 && buf.Len() == 1 && buf.Bytes()[0] == spec.StatusMoved {
 				// init left S: on v2 the workload's controllers can be
 				// enabled now, while init builds the root filesystem.
 				if err := cg.Activate(); err != nil {
@@ -682,14 +742,14 @@ func (sb *Sandbox) awaitInit(ctx context.Context, status *os.File, cg *cgroup.Se
 			return r.err
 		}
 		msg := r.msg
-		if len(msg) > 0 && msg[0] == nsinit.StatusMoved {
+		if len(msg) > 0 && msg[0] == spec.StatusMoved {
 			msg = msg[1:]
 		}
 		if len(msg) == 0 {
 			return nil // the status pipe closed on exec: the agent runs
 		}
-		if msg[0] == nsinit.StatusError {
-			var f nsinit.Failure
+		if msg[0] == spec.StatusError {
+			var f spec.InitFailure
 			if json.Unmarshal(msg[1:], &f) == nil {
 				return fmt.Errorf("sandbox init failed at %q: %s", f.Step, f.Error)
 			}
@@ -894,8 +954,8 @@ func writeIDs(dir string, ids spec.IDRange) error {
 // processes, files and shell state are untouched. A sandbox that is gone
 // is ErrNotFound.
 func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox, err error) {
-	if name == "" || filepath.Base(name) != name || name[0] == '.' {
-		return nil, fmt.Errorf("bad sandbox name %q", name)
+	if err := checkName(name); err != nil {
+		return nil, err
 	}
 	dir := filepath.Join(r.dir, name)
 	b, err := os.ReadFile(filepath.Join(dir, idsFile))
@@ -1051,8 +1111,8 @@ func (sb *Sandbox) Detach() {
 // state directory), for sandboxes whose process is already gone, such as
 // after a daemon crash.
 func (r *Runtime) Remove(name string) error {
-	if name == "" || filepath.Base(name) != name || name[0] == '.' {
-		return fmt.Errorf("bad sandbox name %q", name)
+	if err := checkName(name); err != nil {
+		return err
 	}
 	cg := r.cgroups.OpenSession(name)
 	var errs []error

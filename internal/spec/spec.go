@@ -27,6 +27,20 @@ const (
 	FDExe = 100
 )
 
+// Status messages init writes to FDStatus; the daemon reads them. They live
+// here, beside the descriptor they travel on, so that the daemon's side
+// (package sandbox) needs nothing of init's code.
+const (
+	StatusMoved = 'M' // init left S for S/agent; v2 limits may now be enabled
+	StatusError = 'E' // followed by a JSON InitFailure and EOF
+)
+
+// InitFailure is what init reports on FDStatus when a step fails.
+type InitFailure struct {
+	Step  string `json:"step"`
+	Error string `json:"error"`
+}
+
 // Sandbox describes one sandbox.
 type Sandbox struct {
 	Version  int    `json:"version"`

@@ -1,0 +1,28 @@
+package sandbox
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestCleanup(t *testing.T) {
+	var got []int
+	func() {
+		c := makeCleanup(func() { got = append(got, 1) })
+		defer c.Clean()
+		c.Add(nil)
+		c.Add(func() { got = append(got, 2) })
+	}()
+	if want := []int{2, 1}; !slices.Equal(got, want) {
+		t.Errorf("Clean ran %v, want %v", got, want)
+	}
+	got = nil
+	func() {
+		c := makeCleanup(func() { got = append(got, 1) })
+		defer c.Clean()
+		c.Release()
+	}()
+	if len(got) != 0 {
+		t.Errorf("Clean after Release ran %v, want nothing", got)
+	}
+}
