@@ -151,15 +151,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 			rt.Close()
 		}
 	}()
-	d.manager = session.NewManager(cfg.Session, d.store, sandbox.ForSessions(rt), d.images, log)
 	tenants := newTenantLimits(d.store, cfg.Auth.TenantDefaults)
-	d.manager.SetTenants(tenants)
-	if err := d.openLayers(); err != nil {
+	layers, err := d.openLayers()
+	if err != nil {
 		return nil, err
 	}
 	// The metrics hear of Recover's actions, so they come first.
 	d.metrics = metrics.New(prometheus.NewRegistry())
-	d.manager.SetObserver(d.metrics)
+	d.manager = session.NewManager(cfg.Session, session.Deps{Store: d.store, Runtime: sandbox.ForSessions(rt), Images: d.images,
+		Tenants: tenants, Observer: d.metrics, Layers: layers, Log: log})
 	if err := d.metrics.WatchSessions(d.manager); err != nil {
 		return nil, err
 	}

@@ -9,25 +9,24 @@ import (
 	"github.com/warrenhq/warren/internal/workspace"
 )
 
-// openLayers opens the workspaces' storage and the snapshots' directory
-// and hands them to the manager. Call it before Recover.
-func (d *Daemon) openLayers() error {
+// openLayers opens the workspaces' storage and the snapshots' directory,
+// for the manager's layers service.
+func (d *Daemon) openLayers() (*session.LayersConfig, error) {
 	ws, err := workspace.Open(d.cfg.DataDir, !d.cfg.NoDiskQuota)
 	if err != nil {
-		return fmt.Errorf("%w; pass --no-disk-quota to run without size limits", err)
+		return nil, fmt.Errorf("%w; pass --no-disk-quota to run without size limits", err)
 	}
 	d.workspaces = ws
 	// 0700: snapshot layers hold files owned by host root (the sandboxes'
 	// root's), set-id bits included; no other host user may reach them.
 	snaps := filepath.Join(d.cfg.DataDir, "snapshots")
 	if err := os.MkdirAll(snaps, 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.Chmod(snaps, 0o700); err != nil {
-		return err
+		return nil, err
 	}
-	d.manager.SetLayers(session.LayersConfig{Store: d.store, Workspaces: ws, SnapshotDir: snaps})
-	return nil
+	return &session.LayersConfig{Store: d.store, Workspaces: ws, SnapshotDir: snaps}, nil
 }
 
 // closeLayers unmounts the workspaces, or leaves them mounted for the

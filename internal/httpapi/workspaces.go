@@ -34,7 +34,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ws, err := s.m.CreateWorkspace(r.Context(), tenant(r), req.Name, req.SizeMB, req.Shared)
+	ws, err := s.m.Layers().CreateWorkspace(r.Context(), tenant(r), req.Name, req.SizeMB, req.Shared)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -43,7 +43,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request) {
-	wss, err := s.m.ListWorkspaces(r.Context(), tenant(r))
+	wss, err := s.m.Layers().ListWorkspaces(r.Context(), tenant(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -56,7 +56,7 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request) {
-	ws, err := s.m.GetWorkspace(r.Context(), tenant(r), r.PathValue("name"))
+	ws, err := s.m.Layers().GetWorkspace(r.Context(), tenant(r), r.PathValue("name"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -65,7 +65,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request) {
-	if err := s.m.DeleteWorkspace(r.Context(), tenant(r), r.PathValue("name")); err != nil {
+	if err := s.m.Layers().DeleteWorkspace(r.Context(), tenant(r), r.PathValue("name")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -92,7 +92,7 @@ func (s *Server) snapshotSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	sn, err := s.m.Snapshot(r.Context(), tenant(r), r.PathValue("id"), req.Name)
+	sn, err := s.m.Layers().Snapshot(r.Context(), tenant(r), r.PathValue("id"), req.Name)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -112,7 +112,7 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 	if req.Count == 0 && len(req.IDs) == 0 {
 		req.Count = 1
 	}
-	sn, sessions, err := s.m.Fork(r.Context(), tenant(r), r.PathValue("id"), &session.ForkRequest{Count: req.Count, IDs: req.IDs, Snapshot: req.Snapshot})
+	sn, sessions, err := s.m.Layers().Fork(r.Context(), tenant(r), r.PathValue("id"), &session.ForkRequest{Count: req.Count, IDs: req.IDs, Snapshot: req.Snapshot})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -125,7 +125,7 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
-	sns, err := s.m.ListSnapshots(r.Context(), tenant(r))
+	sns, err := s.m.Layers().ListSnapshots(r.Context(), tenant(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -138,7 +138,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	sn, err := s.m.GetSnapshot(r.Context(), tenant(r), r.PathValue("name"))
+	sn, err := s.m.Layers().GetSnapshot(r.Context(), tenant(r), r.PathValue("name"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -147,7 +147,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	if err := s.m.DeleteSnapshot(r.Context(), tenant(r), r.PathValue("name")); err != nil {
+	if err := s.m.Layers().DeleteSnapshot(r.Context(), tenant(r), r.PathValue("name")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -171,7 +171,7 @@ func (sw *startedWriter) Write(b []byte) (int, error) {
 
 func (s *Server) exportSnapshot(w http.ResponseWriter, r *http.Request) {
 	sw := &startedWriter{w: w}
-	if err := s.m.ExportSnapshot(r.Context(), tenant(r), r.PathValue("name"), sw); err != nil {
+	if err := s.m.Layers().ExportSnapshot(r.Context(), tenant(r), r.PathValue("name"), sw); err != nil {
 		if !sw.started {
 			s.writeError(w, r, err)
 			return
@@ -183,7 +183,7 @@ func (s *Server) exportSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
-	sn, err := s.m.ImportSnapshot(r.Context(), tenant(r), r.PathValue("name"), http.MaxBytesReader(w, r.Body, s.cfg.MaxImageBytes))
+	sn, err := s.m.Layers().ImportSnapshot(r.Context(), tenant(r), r.PathValue("name"), http.MaxBytesReader(w, r.Body, s.cfg.MaxImageBytes))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -24,18 +24,15 @@ type attached struct {
 	chain []snapshot.Layer
 }
 
-// attachLayers resolves the workspace and snapshot a create request names
+// attach resolves the workspace and snapshot a create request names
 // and counts the session among their users: a workspace that another
 // session mounts read-write (and is not shared) is ErrConflict. It returns
 // nil when the request names neither. A snapshot sets rec.Image.
-func (m *Manager) attachLayers(ctx context.Context, rec *Session, req *CreateRequest) (*attached, error) {
+func (l *layerService) attach(ctx context.Context, rec *Session, req *CreateRequest) (*attached, error) {
 	if req.Workspace == "" && req.WorkspaceMode == "" && req.Snapshot == "" {
 		return nil, nil
 	}
-	if err := m.layersOn(); err != nil {
-		return nil, err
-	}
-	st := m.lay.cfg.Store
+	st := l.cfg.Store
 	a := &attached{att: &Attachment{Session: rec.Name, Tenant: rec.Tenant, SessionID: rec.ID}}
 	mode := req.WorkspaceMode
 	switch {
@@ -55,7 +52,7 @@ func (m *Manager) attachLayers(ctx context.Context, rec *Session, req *CreateReq
 			return nil, invalid("snapshot %q holds changes to image %q, not %q; leave image unset", snap.Name, snap.Image, req.Image)
 		}
 		rec.Image = snap.Image
-		if a.chain, err = m.snapshotChain(ctx, snap); err != nil {
+		if a.chain, err = l.snapshotChain(ctx, snap); err != nil {
 			return nil, err
 		}
 		a.snap = snap
@@ -65,11 +62,10 @@ func (m *Manager) attachLayers(ctx context.Context, rec *Session, req *CreateReq
 		if err != nil {
 			return nil, err
 		}
-		a.ws, a.wsDir = w, m.lay.cfg.Workspaces.Path(w.ID)
+		a.ws, a.wsDir = w, l.cfg.Workspaces.Path(w.ID)
 	}
-	s := &m.lay
+	s := l
 	s.mu.Lock()
-	s.initLocked()
 	if a.ws != nil {
 		if s.busy["id:"+a.ws.ID] {
 			s.mu.Unlock()
@@ -97,7 +93,7 @@ func (m *Manager) attachLayers(ctx context.Context, rec *Session, req *CreateReq
 	s.attachLocked(a.att)
 	s.mu.Unlock()
 	if err := st.PutAttachment(ctx, a.att); err != nil {
-		m.detachLayers(rec.Name)
+		l.detach(rec.Name)
 		return nil, err
 	}
 	return a, nil
@@ -106,7 +102,7 @@ func (m *Manager) attachLayers(ctx context.Context, rec *Session, req *CreateReq
 // attachLocked counts a's uses.
 //
 // Preconditions: s.mu is held and s.initLocked ran.
-func (s *layerState) attachLocked(a *Attachment) {
+func (s *layerService) attachLocked(a *Attachment) {
 	if a.Workspace != "" {
 		u := s.ws[a.Workspace]
 		if u == nil {
@@ -157,13 +153,10 @@ func (a *attached) apply(cfg *SandboxConfig, img *image.Image) error {
 	return nil
 }
 
-// detachLayers forgets what the session whose sandbox is name used. A fork's
+// detach forgets what the session whose sandbox is name used. A fork's
 // snapshot that nothing uses any more goes with it.
-func (m *Manager) detachLayers(name string) {
-	if m.lay.cfg == nil {
-		return
-	}
-	s := &m.lay
+func (l *layerService) detach(name string) {
+	s := l
 	s.mu.Lock()
 	a := s.att[name]
 	if a == nil {
@@ -173,10 +166,10 @@ func (m *Manager) detachLayers(name string) {
 	unused := s.detachLocked(a)
 	s.mu.Unlock()
 	if err := s.cfg.Store.DeleteAttachment(context.Background(), name); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
-		m.log.Warn("forget a session's workspace and snapshot", "sandbox", name, "error", err)
+		l.log.Warn("forget a session's workspace and snapshot", "sandbox", name, "error", err)
 	}
 	if unused {
-		m.autoDeleteSnapshot(a.Tenant, a.Snapshot)
+		l.autoDeleteSnapshot(a.Tenant, a.Snapshot)
 	}
 }
 
@@ -184,7 +177,7 @@ func (m *Manager) detachLayers(name string) {
 // unused.
 //
 // Preconditions: s.mu is held.
-func (s *layerState) detachLocked(a *Attachment) (snapshotUnused bool) {
+func (s *layerService) detachLocked(a *Attachment) (snapshotUnused bool) {
 	delete(s.att, a.Session)
 	if u := s.ws[a.Workspace]; u != nil {
 		if a.WorkspaceMode == "ro" {
@@ -212,23 +205,14 @@ func (s *layerState) detachLocked(a *Attachment) (snapshotUnused bool) {
 // workspaces' and snapshots' storage that no record owns (the remains of a
 // create or delete cut short by a crash).
 //
-// Preconditions: Recover has put every surviving session in m.live.
-func (m *Manager) recoverLayers(ctx context.Context) error {
-	if m.lay.cfg == nil {
-		return nil
-	}
-	cfg := m.lay.cfg
-	live := map[string]bool{}
-	m.mu.Lock()
-	for _, e := range m.live {
-		live[e.rec.Name] = true
-	}
-	m.mu.Unlock()
+// live are the sandbox names of every session that survived the restart.
+func (l *layerService) recover(ctx context.Context, live map[string]bool) error {
+	cfg := l.cfg
 	atts, err := cfg.Store.ListAttachments(ctx)
 	if err != nil {
 		return err
 	}
-	s := &m.lay
+	s := l
 	for _, a := range atts {
 		if !live[a.Session] {
 			if err := cfg.Store.DeleteAttachment(ctx, a.Session); err != nil {
@@ -237,7 +221,6 @@ func (m *Manager) recoverLayers(ctx context.Context) error {
 			continue
 		}
 		s.mu.Lock()
-		s.initLocked()
 		s.attachLocked(a)
 		s.mu.Unlock()
 	}
@@ -255,16 +238,16 @@ func (m *Manager) recoverLayers(ctx context.Context) error {
 	}
 	for _, e := range ents {
 		if !known[e.Name()] {
-			m.log.Info("removing a snapshot layer no record owns", "snapshot", e.Name())
+			l.log.Info("removing a snapshot layer no record owns", "snapshot", e.Name())
 			if err := os.RemoveAll(filepath.Join(cfg.SnapshotDir, e.Name())); err != nil {
-				m.log.Warn("could not remove a snapshot layer", "snapshot", e.Name(), "error", err)
+				l.log.Warn("could not remove a snapshot layer", "snapshot", e.Name(), "error", err)
 			}
 		}
 	}
-	m.recoverSnapshotImages(snaps)
+	l.recoverSnapshotImages(snaps)
 	for _, sn := range snaps {
 		if sn.AutoDelete {
-			m.autoDeleteSnapshot(sn.Tenant, sn.ID)
+			l.autoDeleteSnapshot(sn.Tenant, sn.ID)
 		}
 	}
 	wss, err := cfg.Store.ListWorkspaces(ctx, "")
@@ -281,9 +264,9 @@ func (m *Manager) recoverLayers(ctx context.Context) error {
 	}
 	for _, id := range ids {
 		if !known[id] {
-			m.log.Info("removing a workspace no record owns", "workspace", id)
+			l.log.Info("removing a workspace no record owns", "workspace", id)
 			if err := cfg.Workspaces.Remove(id); err != nil {
-				m.log.Warn("could not remove a workspace", "workspace", id, "error", err)
+				l.log.Warn("could not remove a workspace", "workspace", id, "error", err)
 			}
 		}
 	}

@@ -53,7 +53,7 @@ func (m *Manager) acquireImage(rec *Session, lay *attached) (*image.Image, error
 		return m.images.Acquire(rec.Name, rec.Image)
 	}
 	sn := lay.snap
-	if _, err := m.leaseSnapshotImage(sn); err != nil {
+	if _, err := m.layers.leaseSnapshotImage(sn); err != nil {
 		return nil, err
 	}
 	img, err := m.images.AcquireDigest(rec.Name, sn.ImageDigest)
@@ -68,8 +68,8 @@ func (m *Manager) acquireImage(rec *Session, lay *attached) (*image.Image, error
 // returns it. Content that is not stored is ErrConflict, with a message
 // that names the digest: sessions from sn cannot start until a pull or
 // import brings back that very content.
-func (m *Manager) leaseSnapshotImage(sn *Snapshot) (*image.Image, error) {
-	img, err := m.images.AcquireDigest(snapshotHolder(sn.ID), sn.ImageDigest)
+func (l *layerService) leaseSnapshotImage(sn *Snapshot) (*image.Image, error) {
+	img, err := l.images.AcquireDigest(snapshotHolder(sn.ID), sn.ImageDigest)
 	if errdefs.Is(err, errdefs.ErrNotFound) {
 		return nil, errdefs.New(errdefs.ErrConflict, "snapshot %q holds changes to image %q as it was (%s), and the image store no longer has that content; pull or import that exact image again to start sessions from it", sn.Name, sn.Image, sn.ImageDigest)
 	}
@@ -78,9 +78,9 @@ func (m *Manager) leaseSnapshotImage(sn *Snapshot) (*image.Image, error) {
 
 // releaseSnapshotImage ends the lease of a deleted snapshot on its image
 // content.
-func (m *Manager) releaseSnapshotImage(sn *Snapshot) {
-	if err := m.images.Release(snapshotHolder(sn.ID)); err != nil {
-		m.log.Warn("release the image lease of a snapshot", "snapshot", sn.Name, "id", sn.ID, "error", err)
+func (l *layerService) releaseSnapshotImage(sn *Snapshot) {
+	if err := l.images.Release(snapshotHolder(sn.ID)); err != nil {
+		l.log.Warn("release the image lease of a snapshot", "snapshot", sn.Name, "id", sn.ID, "error", err)
 	}
 }
 
@@ -89,24 +89,24 @@ func (m *Manager) releaseSnapshotImage(sn *Snapshot) {
 // daemon that stopped before it released them) and leases the content of
 // each snapshot that holds none (snapshots of a daemon from before
 // snapshot leases, and imports made before their content was stored).
-func (m *Manager) recoverSnapshotImages(snaps []*Snapshot) {
+func (l *layerService) recoverSnapshotImages(snaps []*Snapshot) {
 	byID := map[string]*Snapshot{}
 	for _, sn := range snaps {
 		byID[sn.ID] = sn
 	}
-	err := m.images.RetainLeases(func(h string) bool {
+	err := l.images.RetainLeases(func(h string) bool {
 		id, ok := strings.CutPrefix(h, snapshotHolderPrefix)
 		return !ok || byID[id] != nil
 	})
 	if err != nil {
-		m.log.Warn("drop the image leases of deleted snapshots", "error", err)
+		l.log.Warn("drop the image leases of deleted snapshots", "error", err)
 	}
 	for _, sn := range snaps {
 		if sn.ImageDigest == "" {
 			continue
 		}
-		if _, err := m.leaseSnapshotImage(sn); err != nil {
-			m.log.Warn("snapshot without its image content", "tenant", sn.Tenant, "snapshot", sn.Name, "id", sn.ID, "error", err)
+		if _, err := l.leaseSnapshotImage(sn); err != nil {
+			l.log.Warn("snapshot without its image content", "tenant", sn.Tenant, "snapshot", sn.Name, "id", sn.ID, "error", err)
 		}
 	}
 }

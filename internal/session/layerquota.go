@@ -6,8 +6,8 @@ import "context"
 // snapshot past the tenant's max_workspaces or max_snapshots. The count is
 // taken before the new one is made: two creates racing at the limit may
 // both pass, which costs at most one over (each is size-limited anyway).
-func (m *Manager) checkLayerQuota(ctx context.Context, tenant, kind string) error {
-	tl, err := m.tenantLimits(ctx, tenant)
+func (l *layerService) checkLayerQuota(ctx context.Context, tenant, kind string) error {
+	tl, err := l.host.tenantLimits(ctx, tenant)
 	if err != nil {
 		return err
 	}
@@ -20,13 +20,13 @@ func (m *Manager) checkLayerQuota(ctx context.Context, tenant, kind string) erro
 	}
 	var n int
 	if kind == "snapshot" {
-		l, err := m.lay.cfg.Store.ListSnapshots(ctx, tenant)
+		l, err := l.cfg.Store.ListSnapshots(ctx, tenant)
 		if err != nil {
 			return err
 		}
 		n = len(l)
 	} else {
-		l, err := m.lay.cfg.Store.ListWorkspaces(ctx, tenant)
+		l, err := l.cfg.Store.ListWorkspaces(ctx, tenant)
 		if err != nil {
 			return err
 		}

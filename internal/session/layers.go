@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -81,7 +83,7 @@ type LayerStore interface {
 	DeleteAttachment(ctx context.Context, session string) error
 }
 
-// LayersConfig enables workspaces and snapshots (SetLayers).
+// LayersConfig enables workspaces and snapshots (Deps.Layers).
 type LayersConfig struct {
 	Store LayerStore
 	// Workspaces holds the workspaces' directories.
@@ -94,13 +96,56 @@ type LayersConfig struct {
 	MaxImportBytes int64
 }
 
-// layerState is what the manager knows of workspaces and snapshots in use.
-// The records live in the LayerStore; the counts live here and are rebuilt
-// from the attachments at Recover.
-type layerState struct {
-	cfg *LayersConfig // set by SetLayers before Recover (immutable after)
+// Layers is the layers service: a tenant's workspaces (persistent
+// directories mounted into sessions) and snapshots (a session's files,
+// frozen into a layer that new sessions start from), and forks. It lives
+// beside the manager, not in it, and sees sessions only through layerHost;
+// the manager, for its part, asks it only to attach, detach and recover
+// the layers of the sessions it creates, deletes and adopts. A daemon
+// without layers has a Layers whose every call fails with the reason.
+type Layers interface {
+	CreateWorkspace(ctx context.Context, tenant, name string, sizeMB int64, shared bool) (*WorkspaceInfo, error)
+	GetWorkspace(ctx context.Context, tenant, name string) (*WorkspaceInfo, error)
+	ListWorkspaces(ctx context.Context, tenant string) ([]*WorkspaceInfo, error)
+	DeleteWorkspace(ctx context.Context, tenant, name string) error
 
-	mu sync.Mutex
+	Snapshot(ctx context.Context, tenant, id, name string) (*SnapshotInfo, error)
+	Fork(ctx context.Context, tenant, id string, req *ForkRequest) (*SnapshotInfo, []*Info, error)
+	GetSnapshot(ctx context.Context, tenant, name string) (*SnapshotInfo, error)
+	ListSnapshots(ctx context.Context, tenant string) ([]*SnapshotInfo, error)
+	DeleteSnapshot(ctx context.Context, tenant, name string) error
+	ExportSnapshot(ctx context.Context, tenant, name string, w io.Writer) error
+	ImportSnapshot(ctx context.Context, tenant, name string, r io.Reader) (*SnapshotInfo, error)
+}
+
+// layerHost is what the layers service needs of the manager, and all it
+// may use of it.
+type layerHost interface {
+	// useSession marks a running session in use for one call and returns
+	// its record, its shell's directory and its sandbox; done ends the use.
+	useSession(ctx context.Context, tenant, id string) (rec *Session, cwd string, sb Sandbox, done func(), err error)
+	Create(ctx context.Context, tenant string, req *CreateRequest) (*Info, bool, error)
+	Delete(ctx context.Context, tenant, id string) error
+	CheckDisk() error
+	Disk() (DiskSpace, error)
+	tenantLimits(ctx context.Context, tenant string) (TenantLimits, error)
+	observe(op string, start time.Time, err *error)
+	logFor(ctx context.Context) *slog.Logger
+}
+
+// layerService implements Layers. The records live in the LayerStore; the
+// counts of what live sessions use live here and are rebuilt from the
+// attachments at Recover.
+type layerService struct {
+	cfg    LayersConfig // (immutable)
+	host   layerHost
+	images Images
+	log    *slog.Logger
+	// defaultDiskMB and maxDiskMB are the manager's session disk limits,
+	// which bound workspaces too (immutable).
+	defaultDiskMB, maxDiskMB int64
+
+	mu sync.Mutex // guards the fields below
 	// ws counts the sessions mounting each workspace (by ID).
 	ws map[string]*wsUse
 	// snaps counts the users of each snapshot (by ID): sessions started
@@ -113,37 +158,63 @@ type layerState struct {
 	busy map[string]bool
 }
 
+var _ Layers = (*layerService)(nil)
+
 type wsUse struct {
 	rw, ro int
 	// by maps session ids to their mode, for GetWorkspace.
 	by map[string]string
 }
 
-// SetLayers enables workspaces and snapshots. Call it before Recover.
-func (m *Manager) SetLayers(cfg LayersConfig) {
+// newLayerService returns the layers service for cfg on a manager with
+// config mc.
+func newLayerService(cfg LayersConfig, mc *Config, host layerHost, images Images, log *slog.Logger) *layerService {
 	if cfg.MaxImportBytes == 0 {
-		cfg.MaxImportBytes = min(m.cfg.MaxLimits.DiskMB<<20, 64<<30)
+		cfg.MaxImportBytes = min(mc.MaxLimits.DiskMB<<20, 64<<30)
 	}
-	m.lay.cfg = &cfg
+	return &layerService{cfg: cfg, host: host, images: images, log: log, defaultDiskMB: mc.DefaultLimits.DiskMB,
+		maxDiskMB: mc.MaxLimits.DiskMB, ws: map[string]*wsUse{}, snaps: map[string]int{}, att: map[string]*Attachment{},
+		busy: map[string]bool{}}
 }
 
-func (m *Manager) layersOn() error {
-	if m.lay.cfg == nil {
-		return errdefs.New(errdefs.ErrUnavailable, "this daemon has no workspaces or snapshots")
-	}
-	if !m.rt.Features().UserNS {
-		return invalid("workspaces and snapshots need sandboxes in user namespaces (idmapped mounts); this daemon runs without them")
-	}
-	return nil
+// layersOff is the Layers of a daemon that cannot have them: every call
+// fails with err.
+type layersOff struct{ err error }
+
+var _ Layers = layersOff{}
+
+func (o layersOff) CreateWorkspace(context.Context, string, string, int64, bool) (*WorkspaceInfo, error) {
+	return nil, o.err
+}
+func (o layersOff) GetWorkspace(context.Context, string, string) (*WorkspaceInfo, error) {
+	return nil, o.err
+}
+func (o layersOff) ListWorkspaces(context.Context, string) ([]*WorkspaceInfo, error) {
+	return nil, o.err
+}
+func (o layersOff) DeleteWorkspace(context.Context, string, string) error { return o.err }
+func (o layersOff) Snapshot(context.Context, string, string, string) (*SnapshotInfo, error) {
+	return nil, o.err
+}
+func (o layersOff) Fork(context.Context, string, string, *ForkRequest) (*SnapshotInfo, []*Info, error) {
+	return nil, nil, o.err
+}
+func (o layersOff) GetSnapshot(context.Context, string, string) (*SnapshotInfo, error) {
+	return nil, o.err
+}
+func (o layersOff) ListSnapshots(context.Context, string) ([]*SnapshotInfo, error) { return nil, o.err }
+func (o layersOff) DeleteSnapshot(context.Context, string, string) error           { return o.err }
+func (o layersOff) ExportSnapshot(context.Context, string, string, io.Writer) error {
+	return o.err
+}
+func (o layersOff) ImportSnapshot(context.Context, string, string, io.Reader) (*SnapshotInfo, error) {
+	return nil, o.err
 }
 
 // reserve marks key busy, or fails with ErrConflict if it is.
-func (s *layerState) reserve(key, what string) (func(), error) {
+func (s *layerService) reserve(key, what string) (func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.busy == nil {
-		s.busy = map[string]bool{}
-	}
 	if s.busy[key] {
 		return nil, errdefs.New(errdefs.ErrConflict, "%s is being created or deleted", what)
 	}
@@ -153,18 +224,6 @@ func (s *layerState) reserve(key, what string) (func(), error) {
 		delete(s.busy, key)
 		s.mu.Unlock()
 	}, nil
-}
-
-// initLocked makes the maps.
-//
-// Preconditions: s.mu is held.
-func (s *layerState) initLocked() {
-	if s.ws == nil {
-		s.ws, s.snaps, s.att = map[string]*wsUse{}, map[string]int{}, map[string]*Attachment{}
-	}
-	if s.busy == nil {
-		s.busy = map[string]bool{}
-	}
 }
 
 // newLayerID names a workspace's or snapshot's storage on this host.

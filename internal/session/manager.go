@@ -135,8 +135,8 @@ type Manager struct {
 	stop     chan struct{}
 	reaperWG sync.WaitGroup
 
-	tenants Tenants  // nil: only the daemon's limits
-	obs     Observer // set before Recover; never nil
+	tenants Tenants  // nil: only the daemon's limits (immutable)
+	obs     Observer // never nil (immutable)
 
 	pool     pool
 	creating atomic.Int64 // creates in progress; the pool waits for them
@@ -144,7 +144,10 @@ type Manager struct {
 	reconcileMu sync.Mutex      // one reconciler pass at a time
 	suspects    map[string]bool // leftovers unowned on the last pass
 
-	lay layerState // workspaces and snapshots in use (layers.go)
+	// layers is the layers service, nil when the daemon has none; its
+	// public face is layersAPI, which says why when there is none.
+	layers    *layerService
+	layersAPI Layers
 }
 
 type key struct{ tenant, id string }
@@ -167,16 +170,51 @@ type entry struct {
 	flushed  atomic.Int64 // the lastUsed the store has
 }
 
+// Deps are what a manager drives and reports to. Store, Runtime and
+// Images are required.
+type Deps struct {
+	Store   Store
+	Runtime Runtime
+	Images  Images
+	// Tenants gives per-tenant limits; nil: only the daemon's apply.
+	Tenants Tenants
+	// Observer hears what the manager does (Recover included); nil: no one.
+	Observer Observer
+	// Layers enables workspaces, snapshots and forks (the layers service,
+	// Manager.Layers); nil: the daemon has none.
+	Layers *LayersConfig
+	// Log is the manager's logger; nil: slog.Default().
+	Log *slog.Logger
+}
+
 // NewManager returns a manager. Call Recover before serving and Close at the
 // end.
-func NewManager(cfg Config, store Store, rt Runtime, images Images, log *slog.Logger) *Manager {
+func NewManager(cfg Config, d Deps) *Manager {
 	cfg.fill()
-	if log == nil {
-		log = slog.Default()
+	m := &Manager{cfg: cfg, store: d.Store, rt: d.Runtime, images: d.Images, log: d.Log, tenants: d.Tenants, obs: d.Observer,
+		live: map[key]*entry{}, stop: make(chan struct{})}
+	if m.log == nil {
+		m.log = slog.Default()
 	}
-	return &Manager{cfg: cfg, store: store, rt: rt, images: images, log: log, live: map[key]*entry{}, stop: make(chan struct{}),
-		obs: nopObserver{}}
+	if m.obs == nil {
+		m.obs = nopObserver{}
+	}
+	switch {
+	case d.Layers == nil:
+		m.layersAPI = layersOff{errdefs.New(errdefs.ErrUnavailable, "this daemon has no workspaces or snapshots")}
+	default:
+		m.layers = newLayerService(*d.Layers, &m.cfg, m, m.images, m.log)
+		m.layersAPI = m.layers
+		if !m.rt.Features().UserNS {
+			// The service still recovers what an earlier daemon left.
+			m.layersAPI = layersOff{invalid("workspaces and snapshots need sandboxes in user namespaces (idmapped mounts); this daemon runs without them")}
+		}
+	}
+	return m
 }
+
+// Layers is the daemon's layers service: workspaces, snapshots and forks.
+func (m *Manager) Layers() Layers { return m.layersAPI }
 
 // Config returns the manager's effective configuration.
 func (m *Manager) Config() Config { return m.cfg }
@@ -246,8 +284,16 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 	}
 	m.retainImageLeases(owned)
-	if err := m.recoverLayers(ctx); err != nil {
-		return err
+	if m.layers != nil {
+		live := map[string]bool{}
+		m.mu.Lock()
+		for _, e := range m.live {
+			live[e.rec.Name] = true
+		}
+		m.mu.Unlock()
+		if err := m.layers.recover(ctx, live); err != nil {
+			return err
+		}
 	}
 	m.reaperWG.Add(3)
 	go m.reaper()
@@ -1160,4 +1206,32 @@ func (m *Manager) detach(ctx context.Context, e *entry) bool {
 	close(e.gone) // ends watch: the sandbox's Done now means detached
 	e.sb.Detach()
 	return true
+}
+
+// attachLayers resolves and counts the workspace and snapshot a create
+// request names (nil when it names neither).
+func (m *Manager) attachLayers(ctx context.Context, rec *Session, req *CreateRequest) (*attached, error) {
+	if req.Workspace == "" && req.WorkspaceMode == "" && req.Snapshot == "" {
+		return nil, nil
+	}
+	if off, ok := m.layersAPI.(layersOff); ok {
+		return nil, off.err
+	}
+	return m.layers.attach(ctx, rec, req)
+}
+
+// detachLayers forgets what the session whose sandbox is name used.
+func (m *Manager) detachLayers(name string) {
+	if m.layers != nil {
+		m.layers.detach(name)
+	}
+}
+
+// useSession implements layerHost.
+func (m *Manager) useSession(ctx context.Context, tenant, id string) (*Session, string, Sandbox, func(), error) {
+	e, done, err := m.use(ctx, tenant, id)
+	if err != nil {
+		return nil, "", nil, nil, err
+	}
+	return e.snapshot(), e.Cwd(), e.sb, done, nil
 }

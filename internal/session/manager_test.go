@@ -32,6 +32,14 @@ type fixture struct {
 	store  *sessiontest.Store
 	images *sessiontest.Images
 	obs    *observer
+	// tenants and layers, if set before start, are the manager's.
+	tenants session.Tenants
+	layers  *session.LayersConfig
+}
+
+// fakes returns a fixture of fresh fakes, for start.
+func fakes(t *testing.T) *fixture {
+	return &fixture{rt: sessiontest.NewRuntime(t.TempDir()), store: sessiontest.NewStore(), images: sessiontest.NewImages()}
 }
 
 // start builds a manager over fresh fakes (or f's, to play a restarted
@@ -39,14 +47,14 @@ type fixture struct {
 func start(t *testing.T, cfg session.Config, f *fixture) *fixture {
 	t.Helper()
 	if f == nil {
-		f = &fixture{rt: sessiontest.NewRuntime(t.TempDir()), store: sessiontest.NewStore(), images: sessiontest.NewImages()}
+		f = fakes(t)
 	}
 	if cfg.MinFreeDiskMB == 0 {
 		cfg.MinFreeDiskMB = -1 // the test machine's disk is not the point
 	}
 	f.obs = &observer{}
-	f.m = session.NewManager(cfg, f.store, f.rt, f.images, slog.New(slog.DiscardHandler))
-	f.m.SetObserver(f.obs)
+	f.m = session.NewManager(cfg, session.Deps{Store: f.store, Runtime: f.rt, Images: f.images, Tenants: f.tenants,
+		Observer: f.obs, Layers: f.layers, Log: slog.New(slog.DiscardHandler)})
 	if err := f.m.Recover(bg); err != nil {
 		t.Fatalf("Recover() = %v", err)
 	}
@@ -186,7 +194,7 @@ func TestCreateValidation(t *testing.T) {
 }
 
 func TestCreateWithoutFeatures(t *testing.T) {
-	f := &fixture{rt: sessiontest.NewRuntime(t.TempDir()), store: sessiontest.NewStore(), images: sessiontest.NewImages()}
+	f := fakes(t)
 	f.rt.Feat = session.Features{}
 	start(t, session.Config{}, f)
 	_, _, err := f.m.Create(bg, "t1", &session.CreateRequest{Limits: session.Limits{DiskMB: 100}})
@@ -276,14 +284,15 @@ func TestCreateFailure(t *testing.T) {
 }
 
 func TestQuotas(t *testing.T) {
-	f := start(t, session.Config{MaxSessions: 3}, nil)
 	tl := &tenants{limits: map[string]session.TenantLimits{
 		"small": {MaxSessions: 1},
 		"mem":   {MaxMemoryMB: 1000},
 		"cpu":   {MaxCPUs: 1.5},
 		"life":  {MaxLifetime: time.Hour},
 	}}
-	f.m.SetTenants(tl)
+	f := fakes(t)
+	f.tenants = tl
+	start(t, session.Config{MaxSessions: 3}, f)
 	mustCreate(t, f.m, "small", &session.CreateRequest{})
 	_, _, err := f.m.Create(bg, "small", &session.CreateRequest{})
 	wantClass(t, "Create(over max_sessions)", err, errdefs.ErrResourceExhausted)
@@ -322,10 +331,11 @@ func (tn *tenants) Limits(ctx context.Context, tenant string) (session.TenantLim
 }
 
 func TestExec(t *testing.T) {
-	f := start(t, session.Config{MaxTimeout: time.Minute}, nil)
-	f.m.SetTenants(&tenants{limits: map[string]session.TenantLimits{
+	f := fakes(t)
+	f.tenants = &tenants{limits: map[string]session.TenantLimits{
 		"strict": {MaxExecTimeout: 10 * time.Second, Deny: []string{"rm"}},
-	}})
+	}}
+	start(t, session.Config{MaxTimeout: time.Minute}, f)
 	info := mustCreate(t, f.m, "t1", &session.CreateRequest{ID: "a"})
 	res, err := f.m.Exec(bg, "t1", "a", &session.ExecRequest{Command: "cd /tmp"}, nil)
 	if err != nil || res.ExitCode != 0 {

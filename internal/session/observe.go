@@ -65,15 +65,6 @@ func (nopObserver) Op(string, time.Duration, error) {}
 func (nopObserver) Reaped(string)                   {}
 func (nopObserver) Reconciled(string)               {}
 
-// SetObserver installs o; call it before Recover (which reports to it) and
-// before serving. nil stops the reports.
-func (m *Manager) SetObserver(o Observer) {
-	if o == nil {
-		o = nopObserver{}
-	}
-	m.obs = o
-}
-
 // observe reports a call on a running session when it ends:
 //
 //	defer m.observe(OpExec, time.Now(), &err)

@@ -38,28 +38,28 @@ type SnapshotInfo struct {
 	UsedBy []string
 }
 
-func (m *Manager) snapshotInfo(sn *Snapshot) *SnapshotInfo {
+func (l *layerService) snapshotInfo(sn *Snapshot) *SnapshotInfo {
 	info := &SnapshotInfo{Snapshot: *sn, UsedBy: []string{}}
-	m.lay.mu.Lock()
-	for _, a := range m.lay.att {
+	l.mu.Lock()
+	for _, a := range l.att {
 		if a.Snapshot == sn.ID {
 			info.UsedBy = append(info.UsedBy, a.SessionID)
 		}
 	}
-	m.lay.mu.Unlock()
+	l.mu.Unlock()
 	slices.Sort(info.UsedBy)
 	return info
 }
 
 // snapshotDir is where the layer of snapshot id lives.
-func (m *Manager) snapshotDir(id string) string { return filepath.Join(m.lay.cfg.SnapshotDir, id) }
+func (l *layerService) snapshotDir(id string) string { return filepath.Join(l.cfg.SnapshotDir, id) }
 
 // snapshotChain returns the layers of sn, topmost first: its own, then its
 // parent's, and so on.
-func (m *Manager) snapshotChain(ctx context.Context, sn *Snapshot) ([]snapshot.Layer, error) {
+func (l *layerService) snapshotChain(ctx context.Context, sn *Snapshot) ([]snapshot.Layer, error) {
 	byID := map[string]*Snapshot{}
 	if sn.Parent != "" {
-		all, err := m.lay.cfg.Store.ListSnapshots(ctx, sn.Tenant)
+		all, err := l.cfg.Store.ListSnapshots(ctx, sn.Tenant)
 		if err != nil {
 			return nil, err
 		}
@@ -69,7 +69,7 @@ func (m *Manager) snapshotChain(ctx context.Context, sn *Snapshot) ([]snapshot.L
 	}
 	var chain []snapshot.Layer
 	for cur := sn; ; {
-		chain = append(chain, snapshot.Layer{Dir: m.snapshotDir(cur.ID), Overlays: cur.Overlays})
+		chain = append(chain, snapshot.Layer{Dir: l.snapshotDir(cur.ID), Overlays: cur.Overlays})
 		if cur.Parent == "" {
 			return chain, nil
 		}
@@ -86,38 +86,35 @@ func (m *Manager) snapshotChain(ctx context.Context, sn *Snapshot) ([]snapshot.L
 // made to its files into the tenant's new snapshot name, re-based to the
 // canonical ids, and lets the processes run again. Processes, the shell's
 // state and the workspace are not part of it.
-func (m *Manager) Snapshot(ctx context.Context, tenant, id, name string) (_ *SnapshotInfo, err error) {
-	defer m.observe(OpSnapshot, time.Now(), &err)
-	if err := m.layersOn(); err != nil {
-		return nil, err
-	}
+func (l *layerService) Snapshot(ctx context.Context, tenant, id, name string) (_ *SnapshotInfo, err error) {
+	defer l.host.observe(OpSnapshot, time.Now(), &err)
 	if err := checkName("snapshot", name); err != nil {
 		return nil, err
 	}
-	e, done, err := m.use(ctx, tenant, id)
+	rec, _, sb, done, err := l.host.useSession(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	sn, err := m.takeSnapshot(ctx, tenant, e, name, false)
+	sn, err := l.takeSnapshot(ctx, tenant, rec, sb, name, false)
 	if err != nil {
 		return nil, err
 	}
-	return m.snapshotInfo(sn), nil
+	return l.snapshotInfo(sn), nil
 }
 
 // takeSnapshot is Snapshot for a session in use.
-func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, name string, auto bool) (_ *Snapshot, err error) {
-	cfg := m.lay.cfg
-	if err := m.CheckDisk(); err != nil {
+func (l *layerService) takeSnapshot(ctx context.Context, tenant string, rec *Session, sb Sandbox, name string, auto bool) (_ *Snapshot, err error) {
+	cfg := l.cfg
+	if err := l.host.CheckDisk(); err != nil {
 		return nil, err
 	}
-	release, err := m.lay.reserve("snap:"+tenant+"/"+name, fmt.Sprintf("snapshot %q", name))
+	release, err := l.reserve("snap:"+tenant+"/"+name, fmt.Sprintf("snapshot %q", name))
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if err := m.checkLayerQuota(ctx, tenant, "snapshot"); err != nil {
+	if err := l.checkLayerQuota(ctx, tenant, "snapshot"); err != nil {
 		return nil, err
 	}
 	if _, err := cfg.Store.GetSnapshot(ctx, tenant, name); err == nil {
@@ -125,14 +122,13 @@ func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, nam
 	} else if !errdefs.Is(err, errdefs.ErrNotFound) {
 		return nil, err
 	}
-	rec := e.snapshot()
 	sn := &Snapshot{ID: newLayerID("n"), Tenant: tenant, Name: name, Image: rec.Image, Session: rec.ID, AutoDelete: auto}
-	m.lay.mu.Lock()
+	l.mu.Lock()
 	var parent string
-	if a := m.lay.att[rec.Name]; a != nil {
+	if a := l.att[rec.Name]; a != nil {
 		parent = a.Snapshot
 	}
-	m.lay.mu.Unlock()
+	l.mu.Unlock()
 	if parent != "" {
 		all, err := cfg.Store.ListSnapshots(ctx, tenant)
 		if err != nil {
@@ -142,7 +138,7 @@ func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, nam
 		if i < 0 {
 			return nil, fmt.Errorf("the snapshot session %q started from is gone", rec.ID)
 		}
-		chain, err := m.snapshotChain(ctx, all[i])
+		chain, err := l.snapshotChain(ctx, all[i])
 		if err != nil {
 			return nil, err
 		}
@@ -154,9 +150,9 @@ func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, nam
 	if sn.ImageDigest == "" {
 		// The content the session runs on is the one its sandbox leases,
 		// whatever the name points to now.
-		if d, ok := m.images.Lease(rec.Name); ok {
+		if d, ok := l.images.Lease(rec.Name); ok {
 			sn.ImageDigest = d
-		} else if cur, err := m.images.Get(rec.Image); err == nil {
+		} else if cur, err := l.images.Get(rec.Image); err == nil {
 			sn.ImageDigest = cur.Digest
 		} else if errdefs.Is(err, errdefs.ErrNotFound) {
 			return nil, errdefs.New(errdefs.ErrConflict, "the image %q of session %q is gone", rec.Image, rec.ID)
@@ -165,19 +161,19 @@ func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, nam
 		}
 	}
 	// The snapshot leases that content until it is deleted.
-	img, err := m.leaseSnapshotImage(sn)
+	img, err := l.leaseSnapshotImage(sn)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot session %q: %w", rec.ID, err)
 	}
 	defer func() {
 		if err != nil {
-			m.releaseSnapshotImage(sn)
+			l.releaseSnapshotImage(sn)
 		}
 	}()
 	// The session's extra overlays are the image's host directories, in
 	// this order (see create).
 	sn.Overlays = slices.Clone(img.HostDirs)
-	dir := m.snapshotDir(sn.ID)
+	dir := l.snapshotDir(sn.ID)
 	if err := os.MkdirAll(filepath.Join(dir, "ov"), 0o700); err != nil {
 		return nil, err
 	}
@@ -186,8 +182,10 @@ func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, nam
 			os.RemoveAll(dir)
 		}
 	}()
-	st, err := m.copyLayers(ctx, e, dir, len(sn.Overlays))
+	st, err := sb.CopyLayers(ctx, dir, len(sn.Overlays))
 	if err != nil {
+		// A sandbox that could not be thawed answers nothing: say so.
+		l.log.Warn("could not copy a session's layers", "session_id", rec.ID, "sandbox", rec.Name, "error", err)
 		return nil, fmt.Errorf("snapshot session %q: %w", rec.ID, err)
 	}
 	sn.SizeBytes = st.Bytes
@@ -195,19 +193,9 @@ func (m *Manager) takeSnapshot(ctx context.Context, tenant string, e *entry, nam
 	if err := cfg.Store.CreateSnapshot(context.WithoutCancel(ctx), sn); err != nil {
 		return nil, err
 	}
-	m.logFor(ctx).Info("snapshot taken", "session_id", rec.ID, "tenant", tenant, "snapshot", name, "id", sn.ID,
+	l.host.logFor(ctx).Info("snapshot taken", "session_id", rec.ID, "tenant", tenant, "snapshot", name, "id", sn.ID,
 		"bytes", st.Bytes, "files", st.Files+st.Dirs, "frozen", st.Frozen)
 	return sn, nil
-}
-
-// copyLayers copies the session's writable layers into dir (root/ and
-// ov/<i>/) while its processes stand still; the sandbox does the copy.
-func (m *Manager) copyLayers(ctx context.Context, e *entry, dir string, overlays int) (LayerCopy, error) {
-	st, err := e.sb.CopyLayers(ctx, dir, overlays)
-	if err != nil {
-		m.log.Warn("could not copy a session's layers", "sandbox", e.rec.Name, "error", err)
-	}
-	return st, err
 }
 
 // ForkRequest asks for copies of a session.
@@ -226,11 +214,8 @@ type ForkRequest struct {
 // TTLs and current directory. Their files are the session's at the moment
 // of the snapshot; nothing else is carried over (processes, the shell's
 // variables, the workspace). If one of them cannot be created, none is.
-func (m *Manager) Fork(ctx context.Context, tenant, id string, req *ForkRequest) (_ *SnapshotInfo, _ []*Info, err error) {
-	defer m.observe(OpFork, time.Now(), &err)
-	if err := m.layersOn(); err != nil {
-		return nil, nil, err
-	}
+func (l *layerService) Fork(ctx context.Context, tenant, id string, req *ForkRequest) (_ *SnapshotInfo, _ []*Info, err error) {
+	defer l.host.observe(OpFork, time.Now(), &err)
 	n := req.Count
 	if n == 0 {
 		n = len(req.IDs)
@@ -258,12 +243,11 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, req *ForkRequest)
 	if err := checkName("snapshot", name); err != nil {
 		return nil, nil, err
 	}
-	e, done, err := m.use(ctx, tenant, id)
+	rec, cwd, sb, done, err := l.host.useSession(ctx, tenant, id)
 	if err != nil {
 		return nil, nil, err
 	}
-	sn, err := m.takeSnapshot(ctx, tenant, e, name, auto)
-	rec, cwd := e.snapshot(), e.Cwd()
+	sn, err := l.takeSnapshot(ctx, tenant, rec, sb, name, auto)
 	done()
 	if err != nil {
 		return nil, nil, err
@@ -278,7 +262,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, req *ForkRequest)
 			if len(req.IDs) > 0 {
 				cr.ID = req.IDs[i]
 			}
-			s, created, err := m.Create(ctx, tenant, cr)
+			s, created, err := l.host.Create(ctx, tenant, cr)
 			if err == nil && !created {
 				err = errdefs.New(errdefs.ErrConflict, "session %q already exists", cr.ID)
 				s = nil
@@ -293,41 +277,35 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, req *ForkRequest)
 		}
 		for _, s := range out {
 			if s != nil {
-				m.Delete(context.WithoutCancel(ctx), tenant, s.ID)
+				l.host.Delete(context.WithoutCancel(ctx), tenant, s.ID)
 			}
 		}
 		if auto {
-			m.autoDeleteSnapshot(tenant, sn.ID)
+			l.autoDeleteSnapshot(tenant, sn.ID)
 		}
 		return nil, nil, fmt.Errorf("fork %d of %d: %w", i+1, n, err)
 	}
-	return m.snapshotInfo(sn), out, nil
+	return l.snapshotInfo(sn), out, nil
 }
 
 // GetSnapshot returns the tenant's snapshot name.
-func (m *Manager) GetSnapshot(ctx context.Context, tenant, name string) (*SnapshotInfo, error) {
-	if err := m.layersOn(); err != nil {
-		return nil, err
-	}
-	sn, err := m.lay.cfg.Store.GetSnapshot(ctx, tenant, name)
+func (l *layerService) GetSnapshot(ctx context.Context, tenant, name string) (*SnapshotInfo, error) {
+	sn, err := l.cfg.Store.GetSnapshot(ctx, tenant, name)
 	if err != nil {
 		return nil, err
 	}
-	return m.snapshotInfo(sn), nil
+	return l.snapshotInfo(sn), nil
 }
 
 // ListSnapshots returns the tenant's snapshots by name.
-func (m *Manager) ListSnapshots(ctx context.Context, tenant string) ([]*SnapshotInfo, error) {
-	if err := m.layersOn(); err != nil {
-		return nil, err
-	}
-	sns, err := m.lay.cfg.Store.ListSnapshots(ctx, tenant)
+func (l *layerService) ListSnapshots(ctx context.Context, tenant string) ([]*SnapshotInfo, error) {
+	sns, err := l.cfg.Store.ListSnapshots(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*SnapshotInfo, 0, len(sns))
 	for _, sn := range sns {
-		out = append(out, m.snapshotInfo(sn))
+		out = append(out, l.snapshotInfo(sn))
 	}
 	return out, nil
 }
@@ -335,25 +313,21 @@ func (m *Manager) ListSnapshots(ctx context.Context, tenant string) ([]*Snapshot
 // DeleteSnapshot deletes the tenant's snapshot name. A snapshot that
 // sessions started from, or that another snapshot builds on, is
 // ErrConflict.
-func (m *Manager) DeleteSnapshot(ctx context.Context, tenant, name string) error {
-	if err := m.layersOn(); err != nil {
-		return err
-	}
-	sn, err := m.lay.cfg.Store.GetSnapshot(ctx, tenant, name)
+func (l *layerService) DeleteSnapshot(ctx context.Context, tenant, name string) error {
+	sn, err := l.cfg.Store.GetSnapshot(ctx, tenant, name)
 	if err != nil {
 		return err
 	}
-	return m.deleteSnapshot(ctx, sn)
+	return l.deleteSnapshot(ctx, sn)
 }
 
-func (m *Manager) deleteSnapshot(ctx context.Context, sn *Snapshot) error {
-	cfg := m.lay.cfg
-	s := &m.lay
+func (l *layerService) deleteSnapshot(ctx context.Context, sn *Snapshot) error {
+	cfg := l.cfg
+	s := l
 	s.mu.Lock()
-	s.initLocked()
 	if s.snaps[sn.ID] > 0 || s.busy["id:"+sn.ID] {
 		s.mu.Unlock()
-		if info := m.snapshotInfo(sn); len(info.UsedBy) > 0 {
+		if info := l.snapshotInfo(sn); len(info.UsedBy) > 0 {
 			return errdefs.New(errdefs.ErrConflict, "snapshot %q is in use by session %q; delete those sessions first", sn.Name, info.UsedBy)
 		}
 		return errdefs.New(errdefs.ErrConflict, "snapshot %q is in use (being exported or deleted)", sn.Name)
@@ -380,18 +354,18 @@ func (m *Manager) deleteSnapshot(ctx context.Context, sn *Snapshot) error {
 	}
 	// Without its record the layer is debris and the lease stale: a
 	// failure here is cleaned up at the next start.
-	if err := os.RemoveAll(m.snapshotDir(sn.ID)); err != nil {
-		m.log.Warn("could not remove a snapshot's layer", "snapshot", sn.Name, "id", sn.ID, "error", err)
+	if err := os.RemoveAll(l.snapshotDir(sn.ID)); err != nil {
+		l.log.Warn("could not remove a snapshot's layer", "snapshot", sn.Name, "id", sn.ID, "error", err)
 	}
-	m.releaseSnapshotImage(sn)
-	m.logFor(ctx).Info("snapshot deleted", "tenant", sn.Tenant, "snapshot", sn.Name, "id", sn.ID)
+	l.releaseSnapshotImage(sn)
+	l.host.logFor(ctx).Info("snapshot deleted", "tenant", sn.Tenant, "snapshot", sn.Name, "id", sn.ID)
 	return nil
 }
 
 // autoDeleteSnapshot deletes the fork snapshot id of tenant if nothing uses
 // it any more.
-func (m *Manager) autoDeleteSnapshot(tenant, id string) {
-	all, err := m.lay.cfg.Store.ListSnapshots(context.Background(), tenant)
+func (l *layerService) autoDeleteSnapshot(tenant, id string) {
+	all, err := l.cfg.Store.ListSnapshots(context.Background(), tenant)
 	if err != nil {
 		return
 	}
@@ -399,24 +373,20 @@ func (m *Manager) autoDeleteSnapshot(tenant, id string) {
 	if i < 0 || !all[i].AutoDelete {
 		return
 	}
-	if err := m.deleteSnapshot(context.Background(), all[i]); err != nil && !errdefs.Is(err, errdefs.ErrConflict) {
-		m.log.Warn("could not delete a fork's snapshot", "snapshot", all[i].Name, "error", err)
+	if err := l.deleteSnapshot(context.Background(), all[i]); err != nil && !errdefs.Is(err, errdefs.ErrConflict) {
+		l.log.Warn("could not delete a fork's snapshot", "snapshot", all[i].Name, "error", err)
 	}
 }
 
 // ExportSnapshot writes the tenant's snapshot name to w as a zstd tarball
 // (see package snapshot), its layers merged into one.
-func (m *Manager) ExportSnapshot(ctx context.Context, tenant, name string, w io.Writer) error {
-	if err := m.layersOn(); err != nil {
-		return err
-	}
-	sn, err := m.lay.cfg.Store.GetSnapshot(ctx, tenant, name)
+func (l *layerService) ExportSnapshot(ctx context.Context, tenant, name string, w io.Writer) error {
+	sn, err := l.cfg.Store.GetSnapshot(ctx, tenant, name)
 	if err != nil {
 		return err
 	}
-	s := &m.lay
+	s := l
 	s.mu.Lock()
-	s.initLocked()
 	if s.busy["id:"+sn.ID] {
 		s.mu.Unlock()
 		return errdefs.New(errdefs.ErrNotFound, "snapshot %q is being deleted", name)
@@ -430,7 +400,7 @@ func (m *Manager) ExportSnapshot(ctx context.Context, tenant, name string, w io.
 		}
 		s.mu.Unlock()
 	}()
-	chain, err := m.snapshotChain(ctx, sn)
+	chain, err := l.snapshotChain(ctx, sn)
 	if err != nil {
 		return err
 	}
@@ -443,20 +413,17 @@ func (m *Manager) ExportSnapshot(ctx context.Context, tenant, name string, w io.
 // the first session made from the snapshot); until a pull or import stores
 // it, with the same digest, sessions from the snapshot fail with an error
 // that names the digest.
-func (m *Manager) ImportSnapshot(ctx context.Context, tenant, name string, r io.Reader) (_ *SnapshotInfo, err error) {
-	if err := m.layersOn(); err != nil {
-		return nil, err
-	}
+func (l *layerService) ImportSnapshot(ctx context.Context, tenant, name string, r io.Reader) (_ *SnapshotInfo, err error) {
 	if err := checkName("snapshot", name); err != nil {
 		return nil, err
 	}
-	cfg := m.lay.cfg
-	release, err := m.lay.reserve("snap:"+tenant+"/"+name, fmt.Sprintf("snapshot %q", name))
+	cfg := l.cfg
+	release, err := l.reserve("snap:"+tenant+"/"+name, fmt.Sprintf("snapshot %q", name))
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if err := m.checkLayerQuota(ctx, tenant, "snapshot"); err != nil {
+	if err := l.checkLayerQuota(ctx, tenant, "snapshot"); err != nil {
 		return nil, err
 	}
 	if _, err := cfg.Store.GetSnapshot(ctx, tenant, name); err == nil {
@@ -466,14 +433,14 @@ func (m *Manager) ImportSnapshot(ctx context.Context, tenant, name string, r io.
 	}
 	// The archive's data may not eat into the free space the daemon keeps.
 	limit := cfg.MaxImportBytes
-	if d, err := m.Disk(); err == nil && d.Free > d.Min {
+	if d, err := l.host.Disk(); err == nil && d.Free > d.Min {
 		limit = min(limit, int64(min(d.Free-d.Min, 1<<62)))
 	}
-	if err := m.CheckDisk(); err != nil {
+	if err := l.host.CheckDisk(); err != nil {
 		return nil, err
 	}
 	sn := &Snapshot{ID: newLayerID("n"), Tenant: tenant, Name: name}
-	dir := m.snapshotDir(sn.ID)
+	dir := l.snapshotDir(sn.ID)
 	man, st, err := snapshot.Import(ctx, r, dir, snapshot.ImportLimits{MaxBytes: limit})
 	if err != nil {
 		return nil, err
@@ -490,7 +457,7 @@ func (m *Manager) ImportSnapshot(ctx context.Context, tenant, name string, r io.
 	sn.SizeBytes, sn.CreatedAt = st.Bytes, time.Now().UTC()
 	missing := false
 	if sn.ImageDigest != "" {
-		switch _, lerr := m.images.AcquireDigest(snapshotHolder(sn.ID), sn.ImageDigest); {
+		switch _, lerr := l.images.AcquireDigest(snapshotHolder(sn.ID), sn.ImageDigest); {
 		case errdefs.Is(lerr, errdefs.ErrNotFound):
 			missing = true
 		case errdefs.Is(lerr, errdefs.ErrInvalidArgument):
@@ -500,7 +467,7 @@ func (m *Manager) ImportSnapshot(ctx context.Context, tenant, name string, r io.
 		default:
 			defer func() {
 				if err != nil {
-					m.releaseSnapshotImage(sn)
+					l.releaseSnapshotImage(sn)
 				}
 			}()
 		}
@@ -508,11 +475,11 @@ func (m *Manager) ImportSnapshot(ctx context.Context, tenant, name string, r io.
 	if err := cfg.Store.CreateSnapshot(context.WithoutCancel(ctx), sn); err != nil {
 		return nil, err
 	}
-	log := m.logFor(ctx)
+	log := l.host.logFor(ctx)
 	log.Info("snapshot imported", "tenant", tenant, "snapshot", name, "id", sn.ID, "bytes", st.Bytes)
 	if missing {
 		log.Warn("the imported snapshot's image content is not stored; sessions from it fail until it is pulled or imported",
 			"tenant", tenant, "snapshot", name, "image", sn.Image, "image_digest", sn.ImageDigest)
 	}
-	return m.snapshotInfo(sn), nil
+	return l.snapshotInfo(sn), nil
 }

@@ -31,10 +31,6 @@ type Tenants interface {
 	Limits(ctx context.Context, tenant string) (TenantLimits, error)
 }
 
-// SetTenants installs the source of per-tenant limits (none: only the
-// daemon's limits apply).
-func (m *Manager) SetTenants(t Tenants) { m.tenants = t }
-
 func (m *Manager) tenantLimits(ctx context.Context, tenant string) (TenantLimits, error) {
 	if m.tenants == nil {
 		return TenantLimits{}, nil

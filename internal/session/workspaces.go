@@ -27,14 +27,11 @@ type WorkspaceMount struct {
 // CreateWorkspace creates the tenant's workspace name, empty, holding at
 // most sizeMB (0: the default session disk limit). Shared workspaces may be
 // mounted read-write by several sessions at once.
-func (m *Manager) CreateWorkspace(ctx context.Context, tenant, name string, sizeMB int64, shared bool) (*WorkspaceInfo, error) {
-	if err := m.layersOn(); err != nil {
-		return nil, err
-	}
+func (l *layerService) CreateWorkspace(ctx context.Context, tenant, name string, sizeMB int64, shared bool) (*WorkspaceInfo, error) {
 	if err := checkName("workspace", name); err != nil {
 		return nil, err
 	}
-	cfg := m.lay.cfg
+	cfg := l.cfg
 	switch {
 	case sizeMB < 0:
 		return nil, invalid("size_mb must not be negative")
@@ -42,21 +39,21 @@ func (m *Manager) CreateWorkspace(ctx context.Context, tenant, name string, size
 		return nil, invalid("size_mb cannot be enforced by this daemon (it runs without disk quotas); leave it unset")
 	case !cfg.Workspaces.Limited():
 	case sizeMB == 0:
-		sizeMB = m.cfg.DefaultLimits.DiskMB
+		sizeMB = l.defaultDiskMB
 	case sizeMB < 16:
 		return nil, invalid("size_mb must be at least 16")
-	case sizeMB > m.cfg.MaxLimits.DiskMB:
-		return nil, invalid("size_mb %d exceeds the maximum of %d", sizeMB, m.cfg.MaxLimits.DiskMB)
+	case sizeMB > l.maxDiskMB:
+		return nil, invalid("size_mb %d exceeds the maximum of %d", sizeMB, l.maxDiskMB)
 	}
-	if err := m.CheckDisk(); err != nil {
+	if err := l.host.CheckDisk(); err != nil {
 		return nil, err
 	}
-	release, err := m.lay.reserve("ws:"+tenant+"/"+name, fmt.Sprintf("workspace %q", name))
+	release, err := l.reserve("ws:"+tenant+"/"+name, fmt.Sprintf("workspace %q", name))
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if err := m.checkLayerQuota(ctx, tenant, "workspace"); err != nil {
+	if err := l.checkLayerQuota(ctx, tenant, "workspace"); err != nil {
 		return nil, err
 	}
 	if _, err := cfg.Store.GetWorkspace(ctx, tenant, name); err == nil {
@@ -72,22 +69,22 @@ func (m *Manager) CreateWorkspace(ctx context.Context, tenant, name string, size
 		cfg.Workspaces.Remove(w.ID)
 		return nil, err
 	}
-	m.logFor(ctx).Info("workspace created", "tenant", tenant, "workspace", name, "id", w.ID, "size_mb", sizeMB, "shared", shared)
-	return m.workspaceInfo(w), nil
+	l.host.logFor(ctx).Info("workspace created", "tenant", tenant, "workspace", name, "id", w.ID, "size_mb", sizeMB, "shared", shared)
+	return l.workspaceInfo(w), nil
 }
 
-func (m *Manager) workspaceInfo(w *Workspace) *WorkspaceInfo {
+func (l *layerService) workspaceInfo(w *Workspace) *WorkspaceInfo {
 	info := &WorkspaceInfo{Workspace: *w, MountedBy: []WorkspaceMount{}}
-	if n, err := m.lay.cfg.Workspaces.Usage(w.ID); err == nil {
+	if n, err := l.cfg.Workspaces.Usage(w.ID); err == nil {
 		info.UsedBytes = n
 	}
-	m.lay.mu.Lock()
-	if u := m.lay.ws[w.ID]; u != nil {
+	l.mu.Lock()
+	if u := l.ws[w.ID]; u != nil {
 		for sid, mode := range u.by {
 			info.MountedBy = append(info.MountedBy, WorkspaceMount{Session: sid, Mode: mode})
 		}
 	}
-	m.lay.mu.Unlock()
+	l.mu.Unlock()
 	slices.SortFunc(info.MountedBy, func(a, b WorkspaceMount) int {
 		if a.Session < b.Session {
 			return -1
@@ -101,47 +98,37 @@ func (m *Manager) workspaceInfo(w *Workspace) *WorkspaceInfo {
 }
 
 // GetWorkspace returns the tenant's workspace name.
-func (m *Manager) GetWorkspace(ctx context.Context, tenant, name string) (*WorkspaceInfo, error) {
-	if err := m.layersOn(); err != nil {
-		return nil, err
-	}
-	w, err := m.lay.cfg.Store.GetWorkspace(ctx, tenant, name)
+func (l *layerService) GetWorkspace(ctx context.Context, tenant, name string) (*WorkspaceInfo, error) {
+	w, err := l.cfg.Store.GetWorkspace(ctx, tenant, name)
 	if err != nil {
 		return nil, err
 	}
-	return m.workspaceInfo(w), nil
+	return l.workspaceInfo(w), nil
 }
 
 // ListWorkspaces returns the tenant's workspaces by name.
-func (m *Manager) ListWorkspaces(ctx context.Context, tenant string) ([]*WorkspaceInfo, error) {
-	if err := m.layersOn(); err != nil {
-		return nil, err
-	}
-	ws, err := m.lay.cfg.Store.ListWorkspaces(ctx, tenant)
+func (l *layerService) ListWorkspaces(ctx context.Context, tenant string) ([]*WorkspaceInfo, error) {
+	ws, err := l.cfg.Store.ListWorkspaces(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*WorkspaceInfo, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, m.workspaceInfo(w))
+		out = append(out, l.workspaceInfo(w))
 	}
 	return out, nil
 }
 
 // DeleteWorkspace deletes the tenant's workspace name and its files. A
 // workspace that a session has mounted is ErrConflict.
-func (m *Manager) DeleteWorkspace(ctx context.Context, tenant, name string) error {
-	if err := m.layersOn(); err != nil {
-		return err
-	}
-	cfg := m.lay.cfg
+func (l *layerService) DeleteWorkspace(ctx context.Context, tenant, name string) error {
+	cfg := l.cfg
 	w, err := cfg.Store.GetWorkspace(ctx, tenant, name)
 	if err != nil {
 		return err
 	}
-	s := &m.lay
+	s := l
 	s.mu.Lock()
-	s.initLocked()
 	if u := s.ws[w.ID]; u != nil {
 		var by []string
 		for sid := range u.by {
@@ -169,6 +156,6 @@ func (m *Manager) DeleteWorkspace(ctx context.Context, tenant, name string) erro
 	if err := cfg.Store.DeleteWorkspace(dctx, tenant, name); err != nil {
 		return err
 	}
-	m.logFor(ctx).Info("workspace deleted", "tenant", tenant, "workspace", name, "id", w.ID)
+	l.host.logFor(ctx).Info("workspace deleted", "tenant", tenant, "workspace", name, "id", w.ID)
 	return nil
 }
