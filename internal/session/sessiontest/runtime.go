@@ -13,7 +13,10 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -562,13 +565,20 @@ func (sb *Sandbox) KillProcess(ctx context.Context, id string) error {
 	return nil
 }
 
-// CopyLayers implements session.Sandbox: it counts the files and copies
-// none.
+// CopyLayers implements session.Sandbox: the layers it makes are empty
+// directories (root/ and ov/<i>/), as a sandbox that changed nothing has.
 func (sb *Sandbox) CopyLayers(ctx context.Context, dir string, overlays int) (session.LayerCopy, error) {
 	if err := sb.alive(); err != nil {
 		return session.LayerCopy{}, err
 	}
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	return session.LayerCopy{Files: int64(len(sb.files))}, nil
+	dirs := []string{filepath.Join(dir, "root")}
+	for i := range overlays {
+		dirs = append(dirs, filepath.Join(dir, "ov", strconv.Itoa(i)))
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return session.LayerCopy{}, err
+		}
+	}
+	return session.LayerCopy{Dirs: int64(len(dirs))}, nil
 }
