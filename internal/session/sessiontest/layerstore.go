@@ -157,4 +157,3 @@ func (s *LayerStore) Attachments() []string {
 	defer s.mu.Unlock()
 	return slices.Sorted(maps.Keys(s.atts))
 }
-
