@@ -353,7 +353,7 @@ func TestExec(t *testing.T) {
 		streamed = append(streamed, string(p))
 		return nil
 	})
-	if err != nil || strings.Join(streamed, "") != "echo hi" {
+	if err != nil || strings.Join(streamed, "") != "hi\n" {
 		t.Errorf("streamed Exec = %v, output %q", err, streamed)
 	}
 	for _, tc := range []struct {
@@ -396,8 +396,8 @@ func TestExec(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	f := start(t, session.Config{}, nil)
-	res, err := f.m.Run(bg, "t1", &session.RunRequest{Exec: session.ExecRequest{Command: "true"}})
-	if err != nil || string(res.Stdout) != "true" {
+	res, err := f.m.Run(bg, "t1", &session.RunRequest{Exec: session.ExecRequest{Command: "echo ran"}})
+	if err != nil || string(res.Stdout) != "ran\n" {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
 	if n := f.rt.Starts(); n != 1 {

@@ -325,17 +325,8 @@ func (sb *Sandbox) Exec(ctx context.Context, req *session.ExecRequest, stream se
 	if f != nil {
 		return f(ctx, sb, req)
 	}
-	out := []byte(req.Command + strings.Join(req.Argv, " "))
-	res := &session.ExecResult{Stdout: out, Stderr: []byte{}, Duration: time.Millisecond}
-	if dir, ok := strings.CutPrefix(req.Command, "cd "); ok {
-		sb.mu.Lock()
-		sb.cwd = dir
-		sb.mu.Unlock()
-		res.Stdout = []byte{}
-	}
-	if req.Command != "" {
-		res.Cwd, _ = sb.Cwd(ctx)
-	}
+	res := &session.ExecResult{Stdout: sb.run(req), Stderr: []byte{}, Duration: time.Millisecond}
+	res.Cwd, _ = sb.Cwd(ctx)
 	if stream != nil {
 		if err := stream(session.ChanStdout, res.Stdout); err != nil {
 			return nil, err
@@ -343,6 +334,42 @@ func (sb *Sandbox) Exec(ctx context.Context, req *session.ExecRequest, stream se
 		res.Stdout = nil
 	}
 	return res, nil
+}
+
+// run is the fake's whole shell: "cd DIR", "echo WORDS" ($NAME expanded
+// from the environment), "cat FILE" (and the hostname at
+// /proc/sys/kernel/hostname); anything else succeeds silently.
+func (sb *Sandbox) run(req *session.ExecRequest) []byte {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	words := req.Argv
+	if len(words) == 0 {
+		words = strings.Fields(req.Command)
+		for i, w := range words {
+			if name, ok := strings.CutPrefix(w, "$"); ok {
+				words[i] = ""
+				for _, kv := range sb.env {
+					if v, ok := strings.CutPrefix(kv, name+"="); ok {
+						words[i] = v
+					}
+				}
+			}
+		}
+	}
+	if len(words) == 0 {
+		return []byte{}
+	}
+	switch {
+	case words[0] == "cd" && len(words) == 2 && len(req.Argv) == 0:
+		sb.cwd = words[1]
+	case words[0] == "echo":
+		return []byte(strings.Join(words[1:], " ") + "\n")
+	case words[0] == "cat" && len(words) == 2 && words[1] == "/proc/sys/kernel/hostname":
+		return []byte(sb.hostname + "\n")
+	case words[0] == "cat" && len(words) == 2:
+		return slices.Clone(sb.files[words[1]])
+	}
+	return []byte{}
 }
 
 func (sb *Sandbox) entry(path string) (*session.Entry, error) {
