@@ -127,7 +127,8 @@ func (m *Manager) Run(ctx context.Context, tenant string, req *RunRequest) (*Exe
 	if _, err := m.checkExec(&req.Exec); err != nil {
 		return nil, err
 	}
-	s, _, err := m.Create(ctx, tenant, &CreateRequest{Image: req.Image, Limits: req.Limits, Hidden: true})
+	// createSession: a run has no use for the live details Create adds.
+	s, _, err := m.createSession(ctx, tenant, &CreateRequest{Image: req.Image, Limits: req.Limits, Hidden: true})
 	if err != nil {
 		return nil, err
 	}
