@@ -59,7 +59,7 @@ func settingsMarkdown() string {
 		for _, s := range by[t] {
 			_, name := s.Table()
 			d := "`" + s.Value(&def) + "`"
-			if s.Type() == "string" && s.Value(&def) == "" {
+			if (s.Type() == "string" || s.Type() == "list") && s.Value(&def) == "" {
 				d = "none"
 			}
 			fmt.Fprintf(&b, "| `%s` | `--%s` | `%s` | %s | %s |\n", name, s.Flag, s.Env, d, strings.ReplaceAll(s.Help, "|", `\|`))

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/wire"
@@ -310,11 +312,21 @@ const replayBytes = 64 << 10
 
 // shell bridges a WebSocket to a login shell on a terminal in the session,
 // new or (with ?process=ID) one that is already running.
+//
+// Nothing starts before the upgrade has succeeded: a shell begun for a
+// client whose handshake then fails (a refused origin, a broken request)
+// would run on with nobody there, and each one holds one of the session's
+// few terminals. So everything that can refuse the request is checked
+// first and answered with the envelope; a new shell starts only on the
+// upgraded connection, and if it cannot start the client hears why there
+// (an "error" message, then a close).
 func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
-	// Refuse a plain request before anything starts: a shell begun for a
-	// client that cannot take the socket would run on with nobody there.
-	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		s.writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "the shell is a WebSocket: send an upgrade request"))
+	if err := checkHandshake(w, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.cfg.Origins.CheckWebSocket(r, identity(r).Method == auth.MethodToken); err != nil {
+		s.writeError(w, r, errdefs.New(errdefs.ErrPermissionDenied, "%w", err))
 		return
 	}
 	q := r.URL.Query()
@@ -326,7 +338,7 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 	var info *session.ProcessInfo
 	var err error
 	if pid == "" {
-		info, err = s.m.StartProcess(ctx, tn, id, &session.StartProcessRequest{Login: true, TTY: true, Cols: cols, Rows: rows})
+		_, err = s.m.Get(ctx, tn, id) // a session that is not there is an HTTP 404, as for every call
 	} else {
 		info, err = s.m.GetProcess(ctx, tn, id, pid)
 		if err == nil && !info.TTY {
@@ -340,8 +352,8 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	pid = info.ID
-	c, err := websocket.Accept(w, r, nil)
+	// The origin was checked above, with the token rule Accept lacks.
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept answered the client already
 	}
@@ -350,6 +362,14 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 	// The connection's own context: the request's ends with the hijack.
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	if info == nil {
+		info, err = s.m.StartProcess(cctx, tn, id, &session.StartProcessRequest{Login: true, TTY: true, Cols: cols, Rows: rows})
+		if err != nil {
+			s.shellFailed(cctx, c, r, err)
+			return
+		}
+	}
+	pid = info.ID
 	if err := wsJSON(cctx, c, api.ShellMessage{Type: "process", ID: pid}); err != nil {
 		return
 	}
@@ -383,17 +403,19 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			break
 		}
-		switch typ {
-		case websocket.MessageBinary:
-			if _, err := s.m.WriteStdin(cctx, tn, id, pid, bytes.NewReader(data), false); err != nil {
-				c.Close(websocket.StatusPolicyViolation, err.Error())
-				cancel()
+		if typ == websocket.MessageText {
+			if msg, ok := controlMessage(data); ok {
+				if msg.Type == "resize" {
+					s.m.ResizeProcess(cctx, tn, id, pid, msg.Cols, msg.Rows)
+				}
+				continue // a control message of a newer client: not for the terminal
 			}
-		case websocket.MessageText:
-			var msg api.ShellMessage
-			if json.Unmarshal(data, &msg) == nil && msg.Type == "resize" {
-				s.m.ResizeProcess(cctx, tn, id, pid, msg.Cols, msg.Rows)
-			}
+			// Keystrokes as text, as wscat and xterm.js's attach addon
+			// send them: input like a binary message.
+		}
+		if _, err := s.m.WriteStdin(cctx, tn, id, pid, bytes.NewReader(data), false); err != nil {
+			c.Close(websocket.StatusPolicyViolation, err.Error())
+			cancel()
 		}
 	}
 	cancel()
@@ -403,6 +425,80 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 		s.m.KillProcess(kctx, tn, id, pid)
 		kcancel()
 	}
+}
+
+// controlMessage reports whether a text message is a ShellMessage: a JSON
+// object with a type. Any other text is terminal input.
+func controlMessage(data []byte) (api.ShellMessage, bool) {
+	var msg api.ShellMessage
+	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &msg) != nil || msg.Type == "" {
+		return api.ShellMessage{}, false
+	}
+	return msg, true
+}
+
+// shellFailed tells a client on an upgraded connection that its shell
+// could not start: an "error" message with the envelope's code and
+// message, then a close whose status says whether to retry (1013, try
+// again later, for exhausted resources and an unavailable daemon) or not
+// (1008, policy violation; 1011 for a bug), with the code as its reason.
+func (s *Server) shellFailed(ctx context.Context, c *websocket.Conn, r *http.Request, err error) {
+	cl := errdefs.ClassOf(err)
+	if cl == errdefs.ErrInternal {
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "request_id", reqID(r.Context()), "error", err)
+	}
+	if call, ok := r.Context().Value(callKey{}).(*call); ok {
+		call.code = cl.String()
+	}
+	wsJSON(ctx, c, api.ShellMessage{Type: "error", Error: &api.ErrorBody{Code: cl.String(), Message: err.Error()}})
+	status := websocket.StatusPolicyViolation
+	switch cl {
+	case errdefs.ErrResourceExhausted, errdefs.ErrUnavailable:
+		status = websocket.StatusTryAgainLater
+	case errdefs.ErrInternal:
+		status = websocket.StatusInternalError
+	}
+	c.Close(status, cl.String())
+}
+
+// checkHandshake checks what websocket.Accept checks of an upgrade request
+// (RFC 6455 section 4.2.1), so that a request it would refuse is refused
+// with the envelope, before anything starts.
+func checkHandshake(w http.ResponseWriter, r *http.Request) error {
+	bad := func(format string, args ...any) error {
+		return errdefs.New(errdefs.ErrInvalidArgument, "the shell is a WebSocket: "+format, args...)
+	}
+	switch {
+	case !headerHasToken(r.Header, "Upgrade", "websocket") || !headerHasToken(r.Header, "Connection", "upgrade"):
+		w.Header().Set("Upgrade", "websocket")
+		return bad("send an upgrade request (Connection: Upgrade, Upgrade: websocket)")
+	case !r.ProtoAtLeast(1, 1):
+		return bad("the upgrade needs HTTP/1.1, not %s", r.Proto)
+	case r.Header.Get("Sec-WebSocket-Version") != "13":
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		return bad("Sec-WebSocket-Version %q is not 13, the one version there is", r.Header.Get("Sec-WebSocket-Version"))
+	}
+	keys := r.Header.Values("Sec-WebSocket-Key")
+	if len(keys) != 1 {
+		return bad("want one Sec-WebSocket-Key header, not %d", len(keys))
+	}
+	if k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(keys[0])); err != nil || len(k) != 16 {
+		return bad("Sec-WebSocket-Key %q is not 16 bytes in base64", keys[0])
+	}
+	return nil
+}
+
+// headerHasToken reports whether a comma-separated header has token, in
+// any case.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func wsJSON(ctx context.Context, c *websocket.Conn, v any) error {
