@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -34,6 +35,9 @@ func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
+// sseRetry is the reconnection delay every stream asks for ("retry:").
+const sseRetry = 3 * time.Second
+
 func (e *sse) start() {
 	if e.started {
 		return
@@ -44,6 +48,9 @@ func (e *sse) start() {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // proxies: do not hold the stream back
 	e.w.WriteHeader(http.StatusOK)
+	// How long a client that lost the stream waits before it reconnects;
+	// what a reconnect gets is each stream's business (Last-Event-ID).
+	fmt.Fprintf(e.w, "retry: %d\n\n", sseRetry.Milliseconds())
 }
 
 // event writes one event and flushes it at once.
@@ -75,12 +82,46 @@ func chunkOf(text, b64 string) api.OutputChunk {
 	return api.OutputChunk{Text: text, Base64: b64}
 }
 
+// execEndID is the id of an exec stream's last event (exit or error): a
+// client that reconnects after it has the whole stream.
+const execEndID = "end"
+
+// execResumed answers an exec that carries Last-Event-ID, and reports
+// whether it did: such a request is a client reconnecting to a stream it
+// lost (an EventSource-style client repeats the POST with the last id it
+// saw), and running the command again would run it twice. A client that
+// had the whole stream gets 204, which tells it to stop; one that lost the
+// stream midway gets 409, since the daemon keeps no copy of an exec's
+// stream to resume from.
+func (s *Server) execResumed(w http.ResponseWriter, r *http.Request) bool {
+	ids, ok := r.Header[http.CanonicalHeaderKey("Last-Event-ID")]
+	if !ok {
+		return false
+	}
+	if len(ids) == 1 && ids[0] == execEndID {
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	}
+	s.writeError(w, r, errdefs.New(errdefs.ErrConflict, "this request repeats an exec whose event stream was cut off (Last-Event-ID %q), "+
+		"and warren does not run a command twice: its result is lost with the stream. "+
+		"To follow a long command across reconnects, start it as a process (POST /v1/sessions/{id}/processes) "+
+		"and read its output (GET .../processes/{pid}/output), which resumes from Last-Event-ID", strings.Join(ids, ",")))
+	return true
+}
+
 // execStream answers an exec with server-sent events: stdout and stderr as
-// they are produced, then exit.
+// they are produced, then exit. Events have ids (a count, then "end" on
+// the last), so that a client that reconnects says so with Last-Event-ID
+// (execResumed).
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *session.ExecRequest) {
 	e := newSSE(w)
 	var chunkers [3]wire.Chunker
 	names := [3]string{"", "stdout", "stderr"}
+	seq := 0
+	nextID := func() string {
+		seq++
+		return strconv.Itoa(seq)
+	}
 	send := func(ch byte, p []byte) error {
 		if ch != agentproto.ChanStdout && ch != agentproto.ChanStderr {
 			return nil
@@ -90,7 +131,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *sessio
 		if text == "" && b64 == "" {
 			return nil
 		}
-		return e.event(names[ch], "", chunkOf(text, b64))
+		return e.event(names[ch], nextID(), chunkOf(text, b64))
 	}
 	res, err := s.m.Exec(r.Context(), tenant(r), r.PathValue("id"), ereq, send)
 	if err != nil {
@@ -99,15 +140,15 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *sessio
 			return
 		}
 		c := errdefs.ClassOf(err)
-		e.event("error", "", api.Error{Error: api.ErrorBody{Code: c.String(), Message: err.Error()}})
+		e.event("error", execEndID, api.Error{Error: api.ErrorBody{Code: c.String(), Message: err.Error()}})
 		return
 	}
 	for _, ch := range []byte{agentproto.ChanStdout, agentproto.ChanStderr} {
 		if b64 := wire.Base64(chunkers[ch].Flush()); b64 != "" {
-			e.event(names[ch], "", api.OutputChunk{Base64: b64})
+			e.event(names[ch], nextID(), api.OutputChunk{Base64: b64})
 		}
 	}
-	e.event("exit", "", toAPIResult(res))
+	e.event("exit", execEndID, toAPIResult(res))
 }
 
 func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
@@ -219,9 +260,10 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	// An EventSource reconnects with its original URL: the last event's id
 	// says where it really stopped.
+	resumed := false
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-			offset = n
+			offset, resumed = n, true
 		}
 	}
 	follow := false
@@ -237,17 +279,39 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 		s.rawOutput(w, r, ctx, tn, id, pid, offset, follow)
 		return
 	}
+	if resumed {
+		// An EventSource reconnects whenever a stream ends, also after the
+		// exit event: once the process has exited and the client has all
+		// its output, 204 tells it to stop.
+		info, err := s.m.GetProcess(ctx, tn, id, pid)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if !info.Running && offset >= info.OutputBytes {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
 	e := newSSE(w)
+	pos := offset // the offset after what was sent: the ids' value
 	_, err := s.m.ProcessOutput(ctx, tn, id, pid, offset, follow, func(ev session.OutputEvent) error {
 		switch ev.Kind {
 		case "gap":
+			pos = ev.To
 			return e.event("gap", strconv.FormatInt(ev.To, 10), api.OutputGap{From: ev.From, To: ev.To})
 		case "exit":
 			ex := api.ProcessExit{ExitCode: ev.ExitCode}
 			if ev.Signal > 0 {
 				ex.Signal = signalName(ev.Signal)
 			}
-			return e.event("exit", "", ex)
+			// With an id, so that a client that saw no output still
+			// reconnects with Last-Event-ID, and gets 204.
+			id := ""
+			if pos >= 0 {
+				id = strconv.FormatInt(pos, 10)
+			}
+			return e.event("exit", id, ex)
 		}
 		// Offsets are exact, so a chunk goes as it came: text when it is
 		// valid UTF-8 (a character split between chunks makes both
@@ -260,7 +324,8 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 		if chunk.Base64 != "" {
 			chunk.Text = ""
 		}
-		return e.event("output", strconv.FormatInt(ev.Offset+int64(len(ev.Data)), 10), chunk)
+		pos = ev.Offset + int64(len(ev.Data))
+		return e.event("output", strconv.FormatInt(pos, 10), chunk)
 	})
 	if err != nil {
 		if !e.started {

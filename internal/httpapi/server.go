@@ -318,6 +318,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	if s.execResumed(w, r) { // a reconnect to a stream: never run it twice
+		return
+	}
 	var req api.ExecRequest
 	if err := decodeJSON(r, &req, s.cfg.MaxJSONBytes, false); err != nil {
 		s.writeError(w, r, err)
