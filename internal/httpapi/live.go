@@ -27,6 +27,10 @@ type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	started bool
+	// retry, if set, is sent first ("retry:"): how long a client that lost
+	// the stream waits before it reconnects. Streams that answer a
+	// reconnect (Last-Event-ID) set it.
+	retry time.Duration
 }
 
 func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponseController(w)} }
@@ -35,7 +39,8 @@ func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
-// sseRetry is the reconnection delay every stream asks for ("retry:").
+// sseRetry is the reconnection delay the exec and process output streams
+// ask for.
 const sseRetry = 3 * time.Second
 
 func (e *sse) start() {
@@ -48,9 +53,9 @@ func (e *sse) start() {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // proxies: do not hold the stream back
 	e.w.WriteHeader(http.StatusOK)
-	// How long a client that lost the stream waits before it reconnects;
-	// what a reconnect gets is each stream's business (Last-Event-ID).
-	fmt.Fprintf(e.w, "retry: %d\n\n", sseRetry.Milliseconds())
+	if e.retry > 0 {
+		fmt.Fprintf(e.w, "retry: %d\n\n", e.retry.Milliseconds())
+	}
 }
 
 // event writes one event and flushes it at once.
@@ -115,6 +120,7 @@ func (s *Server) execResumed(w http.ResponseWriter, r *http.Request) bool {
 // (execResumed).
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *session.ExecRequest) {
 	e := newSSE(w)
+	e.retry = sseRetry
 	var chunkers [3]wire.Chunker
 	names := [3]string{"", "stdout", "stderr"}
 	seq := 0
@@ -294,6 +300,7 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	e := newSSE(w)
+	e.retry = sseRetry
 	pos := offset // the offset after what was sent: the ids' value
 	_, err := s.m.ProcessOutput(ctx, tn, id, pid, offset, follow, func(ev session.OutputEvent) error {
 		switch ev.Kind {
