@@ -40,8 +40,15 @@ func isOperation(key string) bool {
 	return false
 }
 
+// WebSocketKey is the key of a path item that documents a WebSocket: an
+// operation object with the upgrade request's method, kept out of the
+// operations so that generated HTTP clients get no function that cannot
+// work.
+const WebSocketKey = "x-websocket"
+
 // OpenAPIRoutes returns every operation of the OpenAPI document as
-// "METHOD /path" (such as "GET /v1/sessions/{id}"), sorted.
+// "METHOD /path" (such as "GET /v1/sessions/{id}"), sorted, with the
+// WebSockets (WebSocketKey) among them.
 func OpenAPIRoutes() ([]string, error) {
 	var doc struct {
 		Paths map[string]map[string]yaml.Node `yaml:"paths"`
@@ -51,9 +58,18 @@ func OpenAPIRoutes() ([]string, error) {
 	}
 	var routes []string
 	for p, item := range doc.Paths {
-		for key := range item {
-			if isOperation(key) {
+		for key, n := range item {
+			switch {
+			case isOperation(key):
 				routes = append(routes, strings.ToUpper(key)+" "+p)
+			case key == WebSocketKey:
+				var ws struct {
+					Method string `yaml:"method"`
+				}
+				if err := n.Decode(&ws); err != nil || !isOperation(ws.Method) {
+					return nil, fmt.Errorf("openapi document: %s of %s has no method", WebSocketKey, p)
+				}
+				routes = append(routes, strings.ToUpper(ws.Method)+" "+p)
 			}
 		}
 	}

@@ -350,16 +350,20 @@ type ProcessExit struct {
 }
 
 // ShellMessage is a text message on the shell WebSocket. From the client:
-// {"type":"resize","cols":C,"rows":R}. From the daemon: {"type":"process",
-// "id":"p1"} when the shell starts or is attached (reattach with
-// ?process=ID), and {"type":"exit","exit_code":N} before it closes.
+// {"type":"resize","cols":C,"rows":R}; any other text message (one that is
+// not a JSON object with a type) is terminal input. From the daemon:
+// {"type":"process","id":"p1"} when the shell starts or is attached
+// (reattach with ?process=ID), {"type":"exit","exit_code":N} before it
+// closes, and {"type":"error","error":{...}} when the shell could not
+// start, before it closes.
 type ShellMessage struct {
-	Type     string `json:"type"`
-	Cols     int    `json:"cols,omitempty"`
-	Rows     int    `json:"rows,omitempty"`
-	ID       string `json:"id,omitempty"`
-	ExitCode *int   `json:"exit_code,omitempty"`
-	Signal   string `json:"signal,omitempty"`
+	Type     string     `json:"type"`
+	Cols     int        `json:"cols,omitempty"`
+	Rows     int        `json:"rows,omitempty"`
+	ID       string     `json:"id,omitempty"`
+	ExitCode *int       `json:"exit_code,omitempty"`
+	Signal   string     `json:"signal,omitempty"`
+	Error    *ErrorBody `json:"error,omitempty"`
 }
 
 // CreateKeyRequest is the body of POST /v1/keys (admin).

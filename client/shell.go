@@ -133,6 +133,10 @@ func (c *Client) Shell(ctx context.Context, id string, opts ShellOptions) (*Shel
 		s.readErr = err // the shell ended already; ExitCode may say how
 	case err != nil:
 		s.Close()
+		var e *Error
+		if errors.As(err, &e) {
+			return nil, e // as a refusal before the upgrade returns it
+		}
 		return nil, fmt.Errorf("GET %s: %w", path, err)
 	}
 	return s, nil
@@ -179,6 +183,10 @@ func (s *ShellConn) advance(untilProcess bool) error {
 		}
 		s.mu.Unlock()
 		switch {
+		case m.Type == "error" && m.Error != nil:
+			// The shell could not start (the upgrade had succeeded): the
+			// daemon's error, as an answer before the upgrade would be.
+			return &Error{StatusCode: statusOfCode(m.Error.Code), Code: m.Error.Code, Message: m.Error.Message}
 		case m.Type == "exit":
 			return io.EOF
 		case untilProcess && m.Type == "process":

@@ -187,6 +187,26 @@ func TestShellRefused(t *testing.T) {
 	}
 }
 
+// TestShellFailedAfterUpgrade: a shell that cannot start once the
+// connection is upgraded (the daemon starts nothing before) is the same
+// *Error as a refusal before the upgrade.
+func TestShellFailedAfterUpgrade(t *testing.T) {
+	checkGoroutines(t)
+	srv, _ := newFakeShell(t, func(ctx context.Context, c *websocket.Conn, _ *fakeShell) {
+		sendJSON(t, ctx, c, api.ShellMessage{Type: "error", Error: &api.ErrorBody{Code: "resource_exhausted", Message: "the session has 16 terminals running, the most it may"}})
+		c.Close(websocket.StatusTryAgainLater, "resource_exhausted")
+	})
+	_, err := New(srv.URL).Shell(t.Context(), "demo", ShellOptions{})
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("Shell() error = %v (%T), want *Error", err, err)
+	}
+	want := &Error{StatusCode: 429, Code: "resource_exhausted", Message: "the session has 16 terminals running, the most it may"}
+	if diff := cmp.Diff(want, e); diff != "" {
+		t.Errorf("Shell() error mismatch (-want +got):\n%s", diff)
+	}
+}
+
 func TestShellConnectionLost(t *testing.T) {
 	checkGoroutines(t)
 	srv, _ := newFakeShell(t, func(ctx context.Context, c *websocket.Conn, _ *fakeShell) {

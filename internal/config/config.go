@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,10 @@ type Config struct {
 	// ShutdownGrace is how long in-flight requests may run after a stop
 	// signal before sessions are torn down.
 	ShutdownGrace time.Duration
+	// CORSOrigins are the browser origins, besides the daemon's own, whose
+	// pages may call the API and open its WebSockets (package edge parses
+	// and applies them); empty: none.
+	CORSOrigins []string
 	// PprofListen, if set, is a loopback address where the daemon serves
 	// net/http/pprof, without authentication: for profiling on the host.
 	PprofListen string
@@ -149,6 +154,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("pprof listen address %q: must be a loopback host:port (the profiler has no authentication)", c.PprofListen)
 		}
 	}
+	for _, o := range c.CORSOrigins {
+		if err := checkOrigin(o); err != nil {
+			return fmt.Errorf("cors_origins: %q: %w", o, err)
+		}
+	}
 	if err := c.checkExposure(); err != nil {
 		return err
 	}
@@ -167,6 +177,28 @@ func (c *Config) Validate() error {
 		}
 	}
 	return c.checkDefaultsWithinMaxima()
+}
+
+// checkOrigin checks an entry of cors_origins as far as its syntax goes:
+// "*", or scheme://host[:port] with an http or https scheme and nothing
+// after it, whose host may start with "*." (edge.ParseOrigins has the
+// whole rule; config cannot import the edge).
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(strings.Replace(o, "://*.", "://wildcard.", 1))
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("want an origin such as https://console.example.com")
+	case u.Hostname() == "" || strings.Contains(u.Host, "*"):
+		return fmt.Errorf("want a host, or \"*.\" and a domain")
+	case u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Errorf("an origin is scheme://host[:port], with no path, query or user")
+	}
+	return nil
 }
 
 func isNegative(p any) bool {

@@ -56,6 +56,12 @@ func TestValidate(t *testing.T) {
 		{"default idle ttl above built-in max", func(c *Config) { c.Session.DefaultIdleTTL = 8 * 24 * time.Hour; c.Session.MaxIdleTTL = 0 }, "session.idle_ttl"},
 		{"zero default under lowered max", func(c *Config) { c.Session.DefaultLimits.CPUs = 0; c.Session.MaxLimits.CPUs = 0.5 }, "session.default_limits.cpus"},
 		{"default equal to max", func(c *Config) { c.Session.DefaultTimeout = c.Session.MaxTimeout }, ""},
+		{"cors origins", func(c *Config) {
+			c.CORSOrigins = []string{"https://console.example.com", "http://localhost:5173", "https://*.example.com", "*"}
+		}, ""},
+		{"cors origin without scheme", func(c *Config) { c.CORSOrigins = []string{"console.example.com"} }, "cors_origins"},
+		{"cors origin with a path", func(c *Config) { c.CORSOrigins = []string{"https://example.com/app"} }, "cors_origins"},
+		{"cors origin with a wildcard inside", func(c *Config) { c.CORSOrigins = []string{"https://a.*.example.com"} }, "cors_origins"},
 	}
 	for _, tc := range tests {
 		c := Default()

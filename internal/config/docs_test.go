@@ -59,14 +59,18 @@ func settingsMarkdown() string {
 		for _, s := range by[t] {
 			_, name := s.Table()
 			d := "`" + s.Value(&def) + "`"
-			if s.Type() == "string" && s.Value(&def) == "" {
+			if (s.Type() == "string" || s.Type() == "list") && s.Value(&def) == "" {
 				d = "none"
 			}
-			fmt.Fprintf(&b, "| `%s` | `--%s` | `%s` | %s | %s |\n", name, s.Flag, s.Env, d, strings.ReplaceAll(s.Help, "|", `\|`))
+			fmt.Fprintf(&b, "| `%s` | `--%s` | `%s` | %s | %s |\n", name, s.Flag, s.Env, d, markdownCell.Replace(s.Help))
 		}
 	}
 	return b.String()
 }
+
+// markdownCell escapes what a table cell of help text would take for
+// Markdown: the column separator, and the asterisks of origin wildcards.
+var markdownCell = strings.NewReplacer("|", `\|`, "*", `\*`)
 
 // exampleTOML is packaging/warren.toml: every setting, commented out at its
 // default, with its meaning.

@@ -143,6 +143,11 @@ func (c *Config) ApplyTOML(doc []byte) ([]string, error) {
 			*p = f.Elem().Bool()
 		case *time.Duration:
 			*p = f.Interface().(*tomlDuration).d
+		case *[]string:
+			*p = nil // an empty array is the empty list, as by default
+			for _, v := range *f.Interface().(*[]string) {
+				*p = append(*p, v)
+			}
 		}
 		keys = append(keys, s.Key)
 	}
@@ -199,6 +204,8 @@ func tableType(prefix string) reflect.Type {
 				t = reflect.TypeFor[*bool]()
 			case *time.Duration:
 				t = reflect.TypeFor[*tomlDuration]()
+			case *[]string:
+				t = reflect.TypeFor[*[]string]()
 			}
 		}
 		fields = append(fields, reflect.StructField{Name: fieldName(name), Type: t, Tag: reflect.StructTag(`toml:"` + name + `"`)})
@@ -309,6 +316,8 @@ func fits(s Setting, k unstable.Kind) bool {
 		return k == unstable.Float || k == unstable.Integer
 	case "bool":
 		return k == unstable.Bool
+	case "list":
+		return k == unstable.Array
 	}
 	return false
 }
@@ -347,6 +356,8 @@ func want(s Setting) string {
 		return "true or false"
 	case "duration":
 		return `a duration string such as "90s", "30m" or "24h"`
+	case "list":
+		return "an array of strings"
 	}
 	return "a value"
 }

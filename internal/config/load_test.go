@@ -271,6 +271,8 @@ func otherValues(t *testing.T) Config {
 			if v == s.Value(&def) {
 				v = "2h"
 			}
+		case "list":
+			v = "https://console.example.com, https://*.preview.example.com"
 		}
 		if err := s.Set(&c, v); err != nil {
 			t.Fatalf("%s.Set(%q): %v", s.Key, v, err)

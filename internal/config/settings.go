@@ -22,7 +22,7 @@ type Setting struct {
 	// Help says what the setting does, as a phrase without a full stop.
 	Help string
 	// field returns a pointer to the setting's field of c: a *string,
-	// *int, *int64, *float64, *bool or *time.Duration.
+	// *int, *int64, *float64, *bool, *time.Duration or *[]string.
 	field func(c *Config) any
 	// signed is set on the numbers that may be negative; Validate refuses
 	// a negative value of any other.
@@ -45,6 +45,7 @@ func (s Setting) negativeOK() Setting {
 // once another has started).
 var settings = []Setting{
 	setting("listen", "listen", "address to serve the API on (host:port)", func(c *Config) any { return &c.Listen }),
+	setting("cors_origins", "cors-origins", "browser origins besides the daemon's own whose pages may call the API and open its WebSockets, such as https://console.example.com or https://*.example.com (\"*\": any; a token in ?token= needs none); comma-separated in the flag and environment", func(c *Config) any { return &c.CORSOrigins }),
 	setting("data_dir", "data-dir", "directory for the database, images and sandboxes", func(c *Config) any { return &c.DataDir }),
 	setting("cgroup_parent", "cgroup-parent", "cgroup under which sessions are placed, relative to the cgroup root (on v2 it needs a delegated subtree)", func(c *Config) any { return &c.CgroupParent }),
 	setting("cgroup_favor_dynmods", "cgroup-favor-dynmods", "turn on the host's cgroup2 favordynmods option at start: sandbox starts then skip an RCU grace period (5-20 ms) when moving into their cgroups (host-wide; Linux 6.0+)", func(c *Config) any { return &c.CgroupFavorDynMods }),
@@ -110,8 +111,8 @@ func Settings() []Setting {
 	return append([]Setting(nil), settings...)
 }
 
-// Type names the setting's kind of value: string, int, float, bool or
-// duration.
+// Type names the setting's kind of value: string, int, float, bool,
+// duration or list (of strings).
 func (s Setting) Type() string {
 	switch s.field(&Config{}).(type) {
 	case *string:
@@ -124,12 +125,15 @@ func (s Setting) Type() string {
 		return "bool"
 	case *time.Duration:
 		return "duration"
+	case *[]string:
+		return "list"
 	}
 	panic("config: setting " + s.Key + " has a field of an unknown type")
 }
 
 // Set parses v as a flag or environment variable spells it ("30m", "512",
-// "true") and stores it in c.
+// "true", "a,b") and stores it in c. A list's items are separated by
+// commas; spaces around them and empty ones are dropped.
 func (s Setting) Set(c *Config, v string) error {
 	switch p := s.field(c).(type) {
 	case *string:
@@ -164,6 +168,13 @@ func (s Setting) Set(c *Config, v string) error {
 			return fmt.Errorf("%q is not a duration such as 90s, 30m or 24h", v)
 		}
 		*p = d
+	case *[]string:
+		*p = nil
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*p = append(*p, item)
+			}
+		}
 	}
 	return nil
 }
@@ -184,6 +195,8 @@ func (s Setting) Value(c *Config) string {
 		return strconv.FormatBool(*p)
 	case *time.Duration:
 		return formatDuration(*p)
+	case *[]string:
+		return strings.Join(*p, ",")
 	}
 	panic("config: setting " + s.Key + " has a field of an unknown type")
 }
@@ -202,6 +215,12 @@ func (s Setting) TOML(c *Config) string {
 		return f
 	case *time.Duration:
 		return tomlString(formatDuration(*p))
+	case *[]string:
+		items := make([]string, len(*p))
+		for i, v := range *p {
+			items[i] = tomlString(v)
+		}
+		return "[" + strings.Join(items, ", ") + "]"
 	}
 	return s.Value(c)
 }

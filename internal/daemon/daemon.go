@@ -23,6 +23,7 @@ import (
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/httpapi"
 	"github.com/warrenhq/warren/internal/image"
 	"github.com/warrenhq/warren/internal/metrics"
@@ -48,6 +49,7 @@ type Daemon struct {
 	layers    *quota.Layers
 	manager   *session.Manager
 	api       *httpapi.Server
+	origins   *edge.Origins // cors_origins: browser origins besides the daemon's own
 	audit     *audit.Log
 	ln        net.Listener
 	srv       *http.Server
@@ -73,7 +75,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d = &Daemon{cfg: cfg, log: log}
+	origins, err := edge.ParseOrigins(cfg.CORSOrigins)
+	if err != nil {
+		return nil, fmt.Errorf("cors_origins: %w", err)
+	}
+	d = &Daemon{cfg: cfg, log: log, origins: origins}
 	// The error returns set d to nil: release what this one holds.
 	held := d
 	defer func() {
@@ -206,6 +212,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 		RateBurst:     cfg.Auth.RateBurst,
 		Metrics:       d.metrics.Handler(),
 		Ready:         d.ready.check,
+		Origins:       origins,
 	})
 	d.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -1,6 +1,10 @@
 package daemon
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/warrenhq/warren/internal/edge"
+)
 
 // handler is everything the daemon serves on its one port: the REST API at
 // the root, and the other transports (gRPC/Connect, MCP) on their own paths
@@ -12,5 +16,5 @@ func (d *Daemon) handler() http.Handler {
 	mux.Handle("/", d.api.Handler())
 	d.grpcRoutes(mux)
 	d.mcpRoutes(mux)
-	return d.api.Observe(mux)
+	return d.api.Observe(edge.CORS(d.origins, mux)) // browsers of cors_origins, on every transport
 }

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/wire"
@@ -23,6 +26,10 @@ type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	started bool
+	// retry, if set, is sent first ("retry:"): how long a client that lost
+	// the stream waits before it reconnects. Streams that answer a
+	// reconnect (Last-Event-ID) set it.
+	retry time.Duration
 }
 
 func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponseController(w)} }
@@ -30,6 +37,10 @@ func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponse
 func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
+
+// sseRetry is the reconnection delay the exec and process output streams
+// ask for.
+const sseRetry = 3 * time.Second
 
 func (e *sse) start() {
 	if e.started {
@@ -41,6 +52,9 @@ func (e *sse) start() {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // proxies: do not hold the stream back
 	e.w.WriteHeader(http.StatusOK)
+	if e.retry > 0 {
+		fmt.Fprintf(e.w, "retry: %d\n\n", e.retry.Milliseconds())
+	}
 }
 
 // event writes one event and flushes it at once.
@@ -72,12 +86,47 @@ func chunkOf(text, b64 string) api.OutputChunk {
 	return api.OutputChunk{Text: text, Base64: b64}
 }
 
+// execEndID is the id of an exec stream's last event (exit or error): a
+// client that reconnects after it has the whole stream.
+const execEndID = "end"
+
+// execResumed answers an exec that carries Last-Event-ID, and reports
+// whether it did: such a request is a client reconnecting to a stream it
+// lost (an EventSource-style client repeats the POST with the last id it
+// saw), and running the command again would run it twice. A client that
+// had the whole stream gets 204, which tells it to stop; one that lost the
+// stream midway gets 409, since the daemon keeps no copy of an exec's
+// stream to resume from.
+func (s *Server) execResumed(w http.ResponseWriter, r *http.Request) bool {
+	ids, ok := r.Header[http.CanonicalHeaderKey("Last-Event-ID")]
+	if !ok {
+		return false
+	}
+	if len(ids) == 1 && ids[0] == execEndID {
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	}
+	s.writeError(w, r, errdefs.New(errdefs.ErrConflict, "this request repeats an exec whose event stream was cut off (Last-Event-ID %q), "+
+		"and warren does not run a command twice: its result is lost with the stream. "+
+		"To follow a long command across reconnects, start it as a process (POST /v1/sessions/{id}/processes) "+
+		"and read its output (GET .../processes/{pid}/output), which resumes from Last-Event-ID", strings.Join(ids, ",")))
+	return true
+}
+
 // execStream answers an exec with server-sent events: stdout and stderr as
-// they are produced, then exit.
+// they are produced, then exit. Events have ids (a count, then "end" on
+// the last), so that a client that reconnects says so with Last-Event-ID
+// (execResumed).
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *session.ExecRequest) {
 	e := newSSE(w)
+	e.retry = sseRetry
 	var chunkers [3]wire.Chunker
 	names := [3]string{"", "stdout", "stderr"}
+	seq := 0
+	nextID := func() string {
+		seq++
+		return strconv.Itoa(seq)
+	}
 	send := func(ch byte, p []byte) error {
 		if ch != session.ChanStdout && ch != session.ChanStderr {
 			return nil
@@ -87,7 +136,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *sessio
 		if text == "" && b64 == "" {
 			return nil
 		}
-		return e.event(names[ch], "", chunkOf(text, b64))
+		return e.event(names[ch], nextID(), chunkOf(text, b64))
 	}
 	res, err := s.m.Exec(r.Context(), tenant(r), r.PathValue("id"), ereq, send)
 	if err != nil {
@@ -96,15 +145,15 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, ereq *sessio
 			return
 		}
 		c := errdefs.ClassOf(err)
-		e.event("error", "", api.Error{Error: api.ErrorBody{Code: c.String(), Message: err.Error()}})
+		e.event("error", execEndID, api.Error{Error: api.ErrorBody{Code: c.String(), Message: err.Error()}})
 		return
 	}
 	for _, ch := range []byte{session.ChanStdout, session.ChanStderr} {
 		if b64 := wire.Base64(chunkers[ch].Flush()); b64 != "" {
-			e.event(names[ch], "", api.OutputChunk{Base64: b64})
+			e.event(names[ch], nextID(), api.OutputChunk{Base64: b64})
 		}
 	}
-	e.event("exit", "", toAPIResult(res))
+	e.event("exit", execEndID, toAPIResult(res))
 }
 
 func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
@@ -216,9 +265,10 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	// An EventSource reconnects with its original URL: the last event's id
 	// says where it really stopped.
+	resumed := false
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-			offset = n
+			offset, resumed = n, true
 		}
 	}
 	follow := false
@@ -234,17 +284,40 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 		s.rawOutput(w, r, ctx, tn, id, pid, offset, follow)
 		return
 	}
+	if resumed {
+		// An EventSource reconnects whenever a stream ends, also after the
+		// exit event: once the process has exited and the client has all
+		// its output, 204 tells it to stop.
+		info, err := s.m.GetProcess(ctx, tn, id, pid)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if !info.Running && offset >= info.OutputBytes {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
 	e := newSSE(w)
+	e.retry = sseRetry
+	pos := offset // the offset after what was sent: the ids' value
 	_, err := s.m.ProcessOutput(ctx, tn, id, pid, offset, follow, func(ev session.OutputEvent) error {
 		switch ev.Kind {
 		case "gap":
+			pos = ev.To
 			return e.event("gap", strconv.FormatInt(ev.To, 10), api.OutputGap{From: ev.From, To: ev.To})
 		case "exit":
 			ex := api.ProcessExit{ExitCode: ev.ExitCode}
 			if ev.Signal > 0 {
 				ex.Signal = signalName(ev.Signal)
 			}
-			return e.event("exit", "", ex)
+			// With an id, so that a client that saw no output still
+			// reconnects with Last-Event-ID, and gets 204.
+			id := ""
+			if pos >= 0 {
+				id = strconv.FormatInt(pos, 10)
+			}
+			return e.event("exit", id, ex)
 		}
 		// Offsets are exact, so a chunk goes as it came: text when it is
 		// valid UTF-8 (a character split between chunks makes both
@@ -257,7 +330,8 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 		if chunk.Base64 != "" {
 			chunk.Text = ""
 		}
-		return e.event("output", strconv.FormatInt(ev.Offset+int64(len(ev.Data)), 10), chunk)
+		pos = ev.Offset + int64(len(ev.Data))
+		return e.event("output", strconv.FormatInt(pos, 10), chunk)
 	})
 	if err != nil {
 		if !e.started {
@@ -309,11 +383,21 @@ const replayBytes = 64 << 10
 
 // shell bridges a WebSocket to a login shell on a terminal in the session,
 // new or (with ?process=ID) one that is already running.
+//
+// Nothing starts before the upgrade has succeeded: a shell begun for a
+// client whose handshake then fails (a refused origin, a broken request)
+// would run on with nobody there, and each one holds one of the session's
+// few terminals. So everything that can refuse the request is checked
+// first and answered with the envelope; a new shell starts only on the
+// upgraded connection, and if it cannot start the client hears why there
+// (an "error" message, then a close).
 func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
-	// Refuse a plain request before anything starts: a shell begun for a
-	// client that cannot take the socket would run on with nobody there.
-	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		s.writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "the shell is a WebSocket: send an upgrade request"))
+	if err := checkHandshake(w, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.cfg.Origins.CheckWebSocket(r, identity(r).Method == auth.MethodToken); err != nil {
+		s.writeError(w, r, errdefs.New(errdefs.ErrPermissionDenied, "%w", err))
 		return
 	}
 	q := r.URL.Query()
@@ -325,7 +409,7 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 	var info *session.ProcessInfo
 	var err error
 	if pid == "" {
-		info, err = s.m.StartProcess(ctx, tn, id, &session.StartProcessRequest{Login: true, TTY: true, Cols: cols, Rows: rows})
+		_, err = s.m.Get(ctx, tn, id) // a session that is not there is an HTTP 404, as for every call
 	} else {
 		info, err = s.m.GetProcess(ctx, tn, id, pid)
 		if err == nil && !info.TTY {
@@ -339,8 +423,8 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	pid = info.ID
-	c, err := websocket.Accept(w, r, nil)
+	// The origin was checked above, with the token rule Accept lacks.
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept answered the client already
 	}
@@ -349,6 +433,14 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 	// The connection's own context: the request's ends with the hijack.
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	if info == nil {
+		info, err = s.m.StartProcess(cctx, tn, id, &session.StartProcessRequest{Login: true, TTY: true, Cols: cols, Rows: rows})
+		if err != nil {
+			s.shellFailed(cctx, c, r, err)
+			return
+		}
+	}
+	pid = info.ID
 	if err := wsJSON(cctx, c, api.ShellMessage{Type: "process", ID: pid}); err != nil {
 		return
 	}
@@ -382,17 +474,19 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			break
 		}
-		switch typ {
-		case websocket.MessageBinary:
-			if _, err := s.m.WriteStdin(cctx, tn, id, pid, bytes.NewReader(data), false); err != nil {
-				c.Close(websocket.StatusPolicyViolation, err.Error())
-				cancel()
+		if typ == websocket.MessageText {
+			if msg, ok := controlMessage(data); ok {
+				if msg.Type == "resize" {
+					s.m.ResizeProcess(cctx, tn, id, pid, msg.Cols, msg.Rows)
+				}
+				continue // a control message of a newer client: not for the terminal
 			}
-		case websocket.MessageText:
-			var msg api.ShellMessage
-			if json.Unmarshal(data, &msg) == nil && msg.Type == "resize" {
-				s.m.ResizeProcess(cctx, tn, id, pid, msg.Cols, msg.Rows)
-			}
+			// Keystrokes as text, as wscat and xterm.js's attach addon
+			// send them: input like a binary message.
+		}
+		if _, err := s.m.WriteStdin(cctx, tn, id, pid, bytes.NewReader(data), false); err != nil {
+			c.Close(websocket.StatusPolicyViolation, err.Error())
+			cancel()
 		}
 	}
 	cancel()
@@ -402,6 +496,80 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 		s.m.KillProcess(kctx, tn, id, pid)
 		kcancel()
 	}
+}
+
+// controlMessage reports whether a text message is a ShellMessage: a JSON
+// object with a type. Any other text is terminal input.
+func controlMessage(data []byte) (api.ShellMessage, bool) {
+	var msg api.ShellMessage
+	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &msg) != nil || msg.Type == "" {
+		return api.ShellMessage{}, false
+	}
+	return msg, true
+}
+
+// shellFailed tells a client on an upgraded connection that its shell
+// could not start: an "error" message with the envelope's code and
+// message, then a close whose status says whether to retry (1013, try
+// again later, for exhausted resources and an unavailable daemon) or not
+// (1008, policy violation; 1011 for a bug), with the code as its reason.
+func (s *Server) shellFailed(ctx context.Context, c *websocket.Conn, r *http.Request, err error) {
+	cl := errdefs.ClassOf(err)
+	if cl == errdefs.ErrInternal {
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "request_id", reqID(r.Context()), "error", err)
+	}
+	if call, ok := r.Context().Value(callKey{}).(*call); ok {
+		call.code = cl.String()
+	}
+	wsJSON(ctx, c, api.ShellMessage{Type: "error", Error: &api.ErrorBody{Code: cl.String(), Message: err.Error()}})
+	status := websocket.StatusPolicyViolation
+	switch cl {
+	case errdefs.ErrResourceExhausted, errdefs.ErrUnavailable:
+		status = websocket.StatusTryAgainLater
+	case errdefs.ErrInternal:
+		status = websocket.StatusInternalError
+	}
+	c.Close(status, cl.String())
+}
+
+// checkHandshake checks what websocket.Accept checks of an upgrade request
+// (RFC 6455 section 4.2.1), so that a request it would refuse is refused
+// with the envelope, before anything starts.
+func checkHandshake(w http.ResponseWriter, r *http.Request) error {
+	bad := func(format string, args ...any) error {
+		return errdefs.New(errdefs.ErrInvalidArgument, "the shell is a WebSocket: "+format, args...)
+	}
+	switch {
+	case !headerHasToken(r.Header, "Upgrade", "websocket") || !headerHasToken(r.Header, "Connection", "upgrade"):
+		w.Header().Set("Upgrade", "websocket")
+		return bad("send an upgrade request (Connection: Upgrade, Upgrade: websocket)")
+	case !r.ProtoAtLeast(1, 1):
+		return bad("the upgrade needs HTTP/1.1, not %s", r.Proto)
+	case r.Header.Get("Sec-WebSocket-Version") != "13":
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		return bad("Sec-WebSocket-Version %q is not 13, the one version there is", r.Header.Get("Sec-WebSocket-Version"))
+	}
+	keys := r.Header.Values("Sec-WebSocket-Key")
+	if len(keys) != 1 {
+		return bad("want one Sec-WebSocket-Key header, not %d", len(keys))
+	}
+	if k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(keys[0])); err != nil || len(k) != 16 {
+		return bad("Sec-WebSocket-Key %q is not 16 bytes in base64", keys[0])
+	}
+	return nil
+}
+
+// headerHasToken reports whether a comma-separated header has token, in
+// any case.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func wsJSON(ctx context.Context, c *websocket.Conn, v any) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/auth"
+	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/wire"
@@ -56,6 +57,9 @@ type Config struct {
 	// answers 503 with its error's message while it returns one. Without
 	// it /readyz checks only that the manager is not closing.
 	Ready func(ctx context.Context) error
+	// Origins are the browser origins besides the daemon's own whose
+	// pages may open the shell WebSocket (cors_origins); nil: none.
+	Origins *edge.Origins
 }
 
 // Server is the REST API.
@@ -310,6 +314,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	if s.execResumed(w, r) { // a reconnect to a stream: never run it twice
+		return
+	}
 	var req api.ExecRequest
 	if err := decodeJSON(r, &req, s.cfg.MaxJSONBytes, false); err != nil {
 		s.writeError(w, r, err)
