@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/daemon/daemontest"
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
@@ -223,5 +226,50 @@ func TestKeyFileNamedOnRefusal(t *testing.T) {
 	})
 	if got, want := errOut.String(), "warren: list sessions: unauthenticated: invalid API key\n"; got != want {
 		t.Errorf("with --token: stderr %q, want %q", got, want)
+	}
+}
+
+// TestShellPipedStdinEnds pipes commands into warren shell on a real
+// daemon: it must run them and end when stdin is used up. The first
+// command still runs when the input ends, so a single Ctrl-D sent then is
+// lost to the terminal's mode switch, and the shell would wait forever.
+func TestShellPipedStdinEnds(t *testing.T) {
+	h := daemontest.Start(t, nil)
+	if _, err := h.Client.CreateSession(t.Context(), &api.CreateSessionRequest{ID: "piped"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	env := map[string]string{"WARREN_ADDR": h.URL, "WARREN_TOKEN": h.AdminKey}
+	var out, errOut lockedBuffer
+	start := time.Now()
+	code := run(ctx, []string{"shell", "piped"}, &app{
+		stdin:  strings.NewReader("sleep 1; echo first-$((6*7))\necho second-$((6*8))\n"),
+		stdout: &out, stderr: &errOut,
+		getenv: func(k string) string { return env[k] },
+		now:    time.Now,
+	})
+	if ctx.Err() != nil {
+		t.Fatalf("warren shell with piped stdin did not end in 30 s; stdout %q", out.String())
+	}
+	if code != 0 {
+		t.Errorf("warren shell with piped stdin: exit %d, stderr %q", code, errOut.String())
+	}
+	for _, want := range []string{"first-42", "second-48"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout %q lacks %q", out.String(), want)
+		}
+	}
+	t.Logf("ended %v after start", time.Since(start).Round(time.Millisecond))
+	// The shell ended with the connection: the session has no process left
+	// running.
+	procs, err := h.Client.ListProcesses(t.Context(), "piped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if p.State == "running" {
+			t.Errorf("process %s (%v) still running after the shell ended", p.ID, p.Command)
+		}
 	}
 }
