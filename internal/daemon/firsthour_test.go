@@ -1,6 +1,8 @@
 package daemon_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -13,8 +15,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/daemon"
+	"github.com/warrenhq/warren/internal/daemon/daemontest"
 )
 
 // TestBusyPortCreatesNothing starts a daemon on a port another program
@@ -42,5 +46,36 @@ func TestBusyPortCreatesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(cfg.DataDir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the failed start left its data directory (stat: %v); it must bind before it writes anything", err)
+	}
+}
+
+// TestImportBrokenShell imports, over REST, the rootfs that
+// "busybox --install -s" makes: links to the host path of busybox. The
+// daemon refuses it with 400 invalid_argument naming the link, where it
+// used to accept it and fail every command with "session shell: start
+// /bin/sh: no such file or directory".
+func TestImportBrokenShell(t *testing.T) {
+	h := daemontest.Start(t, nil)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, hd := range []tar.Header{
+		{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: 1},
+		{Name: "bin/sh", Typeflag: tar.TypeSymlink, Linkname: "/root/rootfs/bin/busybox"},
+	} {
+		if err := tw.WriteHeader(&hd); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(make([]byte, hd.Size))
+	}
+	tw.Close()
+	_, err := h.Client.ImportImage(t.Context(), "busybox", &buf)
+	var e *client.Error
+	if !errors.As(err, &e) || e.StatusCode != 400 || e.Code != "invalid_argument" ||
+		!strings.Contains(e.Message, "/bin/sh -> /root/rootfs/bin/busybox") {
+		t.Fatalf("import of an image with a host-absolute /bin/sh: %v, want 400 invalid_argument naming the link", err)
+	}
+	if _, err := h.Client.GetImage(t.Context(), "busybox"); !client.IsNotFound(err) {
+		t.Errorf("the refused image is there: %v", err)
 	}
 }
