@@ -4,11 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/daemon"
 	"github.com/warrenhq/warren/internal/daemon/daemontest"
+	"github.com/warrenhq/warren/internal/httpapi"
 )
 
 // TestBusyPortCreatesNothing starts a daemon on a port another program
@@ -77,5 +80,43 @@ func TestImportBrokenShell(t *testing.T) {
 	}
 	if _, err := h.Client.GetImage(t.Context(), "busybox"); !client.IsNotFound(err) {
 		t.Errorf("the refused image is there: %v", err)
+	}
+}
+
+// TestIndexPage opens the daemon's root as a browser would, without a key:
+// a small HTML page with the version and links to the API description and
+// the docs, where it used to be a JSON 404. Other unknown paths still get
+// the JSON envelope.
+func TestIndexPage(t *testing.T) {
+	h := daemontest.Start(t, nil)
+	get := func(path, accept string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", h.URL+path, nil)
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := get("/", "text/html,application/xhtml+xml,*/*;q=0.8")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET / = %d %s, want 200 text/html", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	for _, want := range []string{"<title>warren " + daemon.Version, `href="/openapi.yaml"`, `href="` + httpapi.DocsURL + `"`, h.URL + "/v1/sessions"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET / lacks %q:\n%s", want, body)
+		}
+	}
+	resp, body = get("/", "application/json")
+	var doc map[string]string
+	if err := json.Unmarshal([]byte(body), &doc); resp.StatusCode != 200 || err != nil || doc["openapi"] != "/openapi.yaml" || doc["version"] != daemon.Version {
+		t.Errorf("GET / as JSON = %d %s", resp.StatusCode, body)
+	}
+	resp, body = get("/nope", "text/html")
+	if resp.StatusCode != 404 || !strings.Contains(body, `"code":"not_found"`) {
+		t.Errorf("GET /nope = %d %s, want the 404 envelope", resp.StatusCode, body)
 	}
 }
