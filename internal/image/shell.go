@@ -42,8 +42,12 @@ func checkShell(rootfs string, optional bool) error {
 		return errdefs.New(errdefs.ErrInvalidArgument, "the image has no %s, which runs every session's commands: add a shell (with busybox: ln -s busybox ROOTFS/bin/sh)", ShellPath)
 	case errors.As(err, &missing):
 		last := missing.chain[len(missing.chain)-1]
-		return errdefs.New(errdefs.ErrInvalidArgument, "%s is a broken link: %s -> %s leads to %s, which is not in the image. Link targets resolve inside the image, never on the host that made them (busybox --install -s makes host-absolute links); make the link relative, such as ln -sf busybox ROOTFS/bin/sh",
-			ShellPath, last.link, last.target, missing.path)
+		where := last.link + " -> " + last.target
+		if missing.path != path.Clean(last.target) {
+			where += " (" + missing.path + ")"
+		}
+		return errdefs.New(errdefs.ErrInvalidArgument, "%s is a broken link: %s is not in the image. Link targets resolve inside the image, never on the host that made them (busybox --install -s makes host-absolute links); make the link relative, such as ln -sf busybox ROOTFS/bin/sh",
+			ShellPath, where)
 	default:
 		return errdefs.New(errdefs.ErrInvalidArgument, "%s: %v", ShellPath, err)
 	}
