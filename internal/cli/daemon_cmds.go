@@ -123,7 +123,7 @@ host.`,
 			// daemon would get as far as creating its data directory
 			// and then fail on a chmod with a message that does not say
 			// why.
-			if err := needRoot("warren serve"); err != nil {
+			if err := needRoot("the daemon"); err != nil {
 				return err
 			}
 			cfg, _, err := cf.load(os.Getenv)
