@@ -23,9 +23,18 @@ run: build
 	./$(BIN) serve --log-format text
 
 # Every test, with the race detector. Needs root (real namespaces, mounts and
-# cgroups) and busybox-static (test images); .ci/run installs it.
+# cgroups) and busybox-static (test images); .ci/run installs it. With npm,
+# test/mcp-node's packages are installed first, exactly as its lockfile pins
+# them (once per lockfile); without it the Node MCP client test is skipped.
+# test/summary prints what go test prints, then every skipped test with its
+# reason, so that a skip never reads as a pass.
 test: agent
-	$(GO) test -race -count=1 -timeout 20m ./...
+	@if ! command -v npm >/dev/null; then \
+		echo "make test: no npm, so test/mcp-node (the official TypeScript MCP client) will be skipped"; \
+	elif ! cmp -s test/mcp-node/package-lock.json test/mcp-node/node_modules/.ci-lock; then \
+		(cd test/mcp-node && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.ci-lock); \
+	fi
+	GO=$(GO) $(GO) run ./test/summary -race -count=1 -timeout 20m ./...
 
 test-short: agent
 	$(GO) test -count=1 ./...

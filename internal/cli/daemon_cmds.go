@@ -119,6 +119,13 @@ leaves every sandbox running for the next start to adopt; with
 host.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Before anything is read or written: as another user the
+			// daemon would get as far as creating its data directory
+			// and then fail on a chmod with a message that does not say
+			// why.
+			if err := needRoot("the daemon"); err != nil {
+				return err
+			}
 			cfg, _, err := cf.load(os.Getenv)
 			if err != nil {
 				return err
@@ -256,4 +263,14 @@ daemon cannot run. The data directory and cgroup parent are the daemon's: from
 	}
 	cf = addConfigFlags(cmd, "data_dir", "cgroup_parent")
 	return cmd
+}
+
+// needRoot refuses to run what (the daemon, or one embedded in another
+// command) unless the process is root: sandboxes need namespaces, mounts
+// and cgroups that only root may make.
+func needRoot(what string) error {
+	if uid := os.Geteuid(); uid != 0 {
+		return fmt.Errorf("%s must run as root (running as uid %d): sandboxes need namespaces, mounts and cgroups that only root may create; run it with sudo, and `warren doctor` checks what else this host needs", what, uid)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -50,6 +51,14 @@ type app struct {
 	now      func() time.Time
 
 	addr, token string // --addr and --token
+
+	// keyFile is the admin key file localAdminKey tried ("" if none was
+	// tried), keyErr why it could not be read, keySent whether its key
+	// went with the calls. When the daemon refuses the credentials, run
+	// names the file and how to pick another.
+	keyFile string
+	keyErr  error
+	keySent bool
 }
 
 // exitError ends warren with exit code code. A non-empty msg is printed
@@ -80,6 +89,9 @@ func run(ctx context.Context, args []string, a *app) int {
 	switch {
 	case err == nil:
 		return 0
+	case client.Code(err) == "unauthenticated" && a.keyFile != "":
+		a.explainKey(err)
+		return 1
 	case errors.As(err, &ee):
 		if ee.msg != "" {
 			fmt.Fprintf(a.stderr, "warren: %s\n", ee.msg)
@@ -160,8 +172,9 @@ func (a *app) client() *client.Client {
 
 // localAdminKey returns the admin key that the local daemon wrote to
 // daemon.AdminKeyFile in its data directory on its first start, or ""
-// when it cannot be read: the call then goes without a token, and the
-// daemon says what is missing.
+// when it cannot be read: the call then goes without a token (a daemon
+// run with --no-auth needs none), and if the daemon refuses it, run says
+// why the file gave no key (explainKey).
 func (a *app) localAdminKey() string {
 	if a.readFile == nil {
 		return ""
@@ -170,11 +183,41 @@ func (a *app) localAdminKey() string {
 	if dir == "" {
 		dir = config.DefaultDataDir
 	}
-	b, err := a.readFile(filepath.Join(dir, daemon.AdminKeyFile))
+	a.keyFile = filepath.Join(dir, daemon.AdminKeyFile)
+	b, err := a.readFile(a.keyFile)
 	if err != nil {
+		a.keyErr = err
 		return ""
 	}
-	return strings.TrimSpace(string(b))
+	key := strings.TrimSpace(string(b))
+	a.keySent = key != ""
+	return key
+}
+
+// explainKey prints err, a refusal of the credentials, when they came
+// (or should have come) from the local admin key file: which file, what
+// was wrong with it, and how to pick another key. The daemon's own
+// "missing credentials" would not say that the file exists but this user
+// cannot read it, nor that the key sent was another daemon's.
+func (a *app) explainKey(err error) {
+	how := "pass a key with --token or WARREN_TOKEN, or set WARREN_DATA_DIR to the daemon's data directory to use its " + daemon.AdminKeyFile
+	switch {
+	case errors.Is(a.keyErr, fs.ErrPermission):
+		a.warn("cannot read %s: permission denied", a.keyFile)
+		a.warn("the admin key file is root's (mode 0600): run as root (sudo), or %s", how)
+	case errors.Is(a.keyErr, fs.ErrNotExist):
+		a.warn("%v", err)
+		a.warn("no admin key at %s: %s", a.keyFile, how)
+	case a.keyErr != nil:
+		a.warn("cannot read %s: %v", a.keyFile, a.keyErr)
+		a.warn("%s", how)
+	case a.keySent:
+		a.warn("%v", err)
+		a.warn("sent the admin key from %s, which this daemon does not know (is it another daemon's?): %s", a.keyFile, how)
+	default:
+		a.warn("%v", err)
+		a.warn("%s is empty: %s", a.keyFile, how)
+	}
 }
 
 // isLoopback reports whether the daemon at addr (a URL) is on this host:

@@ -32,8 +32,10 @@ the connection is lost it keeps running, and --process attaches to it again
 (or to any process started with "warren start --tty"), redrawing the screen
 from its recent output. With --kill-on-close it ends with the connection.
 
-When stdin is not a terminal, its bytes are sent as typed input, followed by
-an end of input (Ctrl-D) once it is used up.`,
+When stdin is not a terminal, its bytes are sent as typed input, and once
+it is used up an end of input (Ctrl-D), repeated every half second until
+the shell ends: so "printf 'make\n' | warren shell demo" runs make and
+exits with the shell once make is done.`,
 		Example: `  warren shell demo
   warren shell demo --process p3
   printf 'ls\n' | warren shell demo`,
@@ -116,18 +118,46 @@ func (a *app) attach(conn *client.ShellConn, fd int, isTerm bool) error {
 	}
 
 	inputDone := make(chan struct{})
+	outputDone := make(chan struct{})
 	go func() {
 		defer close(inputDone)
 		if _, err := io.Copy(conn, a.stdin); err == nil && !isTerm {
-			conn.Write([]byte{0x04}) // end of input, as Ctrl-D at a terminal
+			endInput(conn, outputDone)
 		}
 	}()
 	defer stopInput(a.stdin, inputDone)
+	defer close(outputDone) // before stopInput waits for the input's end
 
 	if _, err := io.Copy(a.stdout, conn); err != nil {
 		return err
 	}
 	return nil
+}
+
+// eofRepeat is how often endInput sends Ctrl-D again.
+const eofRepeat = 500 * time.Millisecond
+
+// endInput ends piped input as Ctrl-D at a terminal would, until the
+// remote side ends (done is closed) or the connection fails. One Ctrl-D is
+// not enough: it ends the shell only when the shell reads it at an empty
+// prompt. One that arrives while a command runs, or before the shell set
+// up its line editor, is that command's end of input or is dropped when
+// the shell switches the terminal's mode, and the shell would then wait
+// for input forever. So it is sent again every eofRepeat; the first that
+// reaches the prompt ends the shell.
+func endInput(conn *client.ShellConn, done <-chan struct{}) {
+	t := time.NewTicker(eofRepeat)
+	defer t.Stop()
+	for {
+		if _, err := conn.Write([]byte{0x04}); err != nil {
+			return
+		}
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // stopInput ends the copy of stdin once the shell has ended: it interrupts

@@ -69,7 +69,8 @@ type Daemon struct {
 }
 
 // New prepares a daemon: it takes the data directory, opens the store and
-// image store, recovers from a previous run and binds the listen address.
+// image store, recovers from a previous run and binds the listen address
+// (first of all, so that a busy port fails before anything is written).
 // On error everything acquired so far is released.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
@@ -85,8 +86,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 	defer func() {
 		if err != nil {
 			held.release()
+			if held.ln != nil {
+				held.ln.Close()
+			}
 		}
 	}()
+	// Bind first: a busy port fails before anything is created or
+	// printed (no data directory, no admin key). Connections that arrive
+	// during recovery wait in the backlog until Serve.
+	if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
 	// 0711: sandboxes' roots are unprivileged host users that must pass
 	// through (never list) the data directory to reach their own layers.
 	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
@@ -214,11 +224,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 		Ready:         d.ready.check,
 		Origins:       origins,
 	})
-	d.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		d.manager.Close(ctx)
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
 	return d, nil
 }
 

@@ -165,6 +165,7 @@ func New(cfg Config) *Server {
 	for _, rt := range s.routes {
 		s.mux.HandleFunc(rt.method+" "+rt.pattern, rt.h)
 	}
+	s.mux.HandleFunc(indexPattern, s.index) // a page for browsers, not an API operation (index.go)
 	return s
 }
 

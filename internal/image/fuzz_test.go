@@ -62,6 +62,7 @@ func FuzzImportTar(f *testing.F) {
 		f.Fatal(err)
 	}
 	s.MaxImportBytes, s.MaxImportEntries = 1<<20, 64
+	s.shellOptional = true // the unpacker is under test, not the image's shell
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		img, err := s.ImportTar(t.Context(), "fuzz", bytes.NewReader(data))
@@ -217,6 +218,7 @@ func FuzzUnpackLayers(f *testing.F) {
 		f.Fatal(err)
 	}
 	s.MaxImportBytes, s.MaxImportEntries = 1<<20, 64
+	s.shellOptional = true // the unpacker is under test, not the image's shell
 
 	f.Fuzz(func(t *testing.T, upper, lower []byte) {
 		img, err := s.storeOCI(t.Context(), "fuzz", imageOfLayers(t, lower, upper), config{}, provenance{Layers: 2}, nil)
@@ -262,6 +264,7 @@ func FuzzUnpackLayers(f *testing.F) {
 func TestUnpackLayersOutcomes(t *testing.T) {
 	s := newStore(t)
 	s.MaxImportBytes, s.MaxImportEntries = 1<<20, 64
+	s.shellOptional = true // the unpacker is under test, not the image's shell
 	for _, tc := range []struct {
 		name         string
 		upper, lower []entry

@@ -156,6 +156,10 @@ type Store struct {
 
 	// host is the host's root directory, "/" except in tests of EnsureBase.
 	host string
+	// shellOptional lets rootfs imports without a ShellPath through
+	// (checkShell): only for tests of the unpacker, whose archives are
+	// made of the entries under test and no more.
+	shellOptional bool
 
 	// mu guards names, leases and every change below blobs/, of
 	// names.json and of leases.json.
@@ -476,13 +480,17 @@ func (s *Store) gc(inUse func(digest string) bool) (removed []string, bytes int6
 // bits and ownership; symlinks are copied as symlinks and never followed,
 // so the walk cannot leave src; a hard-linked file becomes independent
 // copies. Sockets, device nodes and FIFOs are skipped: a sandbox gets its
-// own /dev, and an image must not bring device nodes.
+// own /dev, and an image must not bring device nodes. A tree without a
+// working /bin/sh is refused (checkShell).
 func (s *Store) ImportDir(ctx context.Context, name, src string) (*Image, error) {
 	if err := checkImportName(name); err != nil {
 		return nil, err
 	}
 	return s.importWith(ctx, name, importConfig, rootfsProvenance, func(ctx context.Context, rootfs string) error {
-		return s.copyTree(ctx, src, rootfs)
+		if err := s.copyTree(ctx, src, rootfs); err != nil {
+			return err
+		}
+		return checkShell(rootfs, s.shellOptional)
 	})
 }
 

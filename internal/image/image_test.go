@@ -85,6 +85,7 @@ func TestOpenLayoutAndCleanup(t *testing.T) {
 	if st := statOf(t, dir); st.Mode&0o777 != 0o700 {
 		t.Errorf("store dir mode = %#o, want 0700", st.Mode&0o777)
 	}
+	s.shellOptional = true
 	if _, err := s.ImportTar(t.Context(), "one", bytes.NewReader(makeTar(t, entry{name: "f", body: "x"}))); err != nil {
 		t.Fatal(err)
 	}

@@ -223,6 +223,11 @@ func (s *Store) storeOCI(ctx context.Context, name string, img v1.Image, cfg con
 			}
 			return classifyReadErr(fmt.Errorf("flatten the layers: %w", err))
 		}
+		// A shell-less image (distroless) runs with argv; a broken
+		// /bin/sh link is a mistake whatever the image.
+		if err := checkShell(rootfs, true); err != nil {
+			return err
+		}
 		if unpacked != nil {
 			unpacked()
 		}

@@ -49,13 +49,16 @@ const maxDeferredBytes = 64 << 20
 // Ownership, permission bits and times come from the headers; xattrs
 // (and with them file capabilities) are dropped. A refused archive gives
 // an errdefs.ErrInvalidArgument or errdefs.ErrTooLarge error and leaves
-// nothing behind.
+// nothing behind; so does a rootfs without a working /bin/sh (checkShell).
 func (s *Store) ImportTar(ctx context.Context, name string, r io.Reader) (*Image, error) {
 	if err := checkImportName(name); err != nil {
 		return nil, err
 	}
 	return s.importWith(ctx, name, importConfig, rootfsProvenance, func(ctx context.Context, rootfs string) error {
-		return s.untar(ctx, r, rootfs, modeRootfs)
+		if err := s.untar(ctx, r, rootfs, modeRootfs); err != nil {
+			return err
+		}
+		return checkShell(rootfs, s.shellOptional)
 	})
 }
 
