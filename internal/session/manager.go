@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -538,7 +539,13 @@ func (m *Manager) createSession(ctx context.Context, tenant string, req *CreateR
 		deleting := e.deleting
 		e.mu.Unlock()
 		if !deleting {
-			return e.snapshot(), false, nil
+			have := e.snapshot()
+			if diff := createDiff(req, rec, have); len(diff) > 0 {
+				return nil, false, errdefs.New(errdefs.ErrConflict,
+					"session %q exists with a different %s; delete it first, or create it with the same parameters (or none) to get it back",
+					rec.ID, strings.Join(diff, ", "))
+			}
+			return have, false, nil
 		}
 		select {
 		case <-e.gone:
@@ -1234,4 +1241,33 @@ func (m *Manager) useSession(ctx context.Context, tenant, id string) (*Session, 
 		return nil, "", nil, nil, err
 	}
 	return e.snapshot(), e.Cwd(), e.sb, done, nil
+}
+
+// createDiff names the parameters in which a create of an existing id
+// asks for something other than what the session has: only those the
+// request sets count (an empty field takes what the session has), so that
+// repeating a create, or creating by id alone, returns the session, while
+// asking for another image or other limits under the same id is a conflict
+// rather than a silent answer with a session the caller did not ask for.
+// want is the request as validateCreate resolved it.
+func createDiff(req *CreateRequest, want, have *Session) []string {
+	var diff []string
+	add := func(set, differs bool, name string) {
+		if set && differs {
+			diff = append(diff, name)
+		}
+	}
+	add(req.Image != "", want.Image != have.Image, "image")
+	add(req.Env != nil, !maps.Equal(want.Env, have.Env), "env")
+	add(req.Cwd != "", want.BaseDir != have.BaseDir, "cwd")
+	add(req.Limits.MemoryMB != 0, want.Limits.MemoryMB != have.Limits.MemoryMB, "limits.memory_mb")
+	add(req.Limits.CPUs != 0, want.Limits.CPUs != have.Limits.CPUs, "limits.cpus")
+	add(req.Limits.Pids != 0, want.Limits.Pids != have.Limits.Pids, "limits.pids")
+	add(req.Limits.DiskMB != 0, want.Limits.DiskMB != have.Limits.DiskMB, "limits.disk_mb")
+	add(req.Network != "", want.Network != have.Network, "network")
+	add(req.IdleTTL != 0, want.IdleTTL != have.IdleTTL, "ttl_seconds")
+	add(req.MaxLifetime != 0, want.MaxLifetime != have.MaxLifetime, "max_lifetime_seconds")
+	add(req.Labels != nil && !req.Hidden, !maps.Equal(want.Labels, have.Labels), "labels")
+	add(req.User != "", want.User != have.User, "user")
+	return diff
 }

@@ -841,3 +841,37 @@ func TestCountsAndImageUsers(t *testing.T) {
 		t.Errorf("List(all) = %v, want both, oldest first", got)
 	}
 }
+
+func TestCreateIdempotentConflict(t *testing.T) {
+	f := start(t, session.Config{}, nil)
+	first := mustCreate(t, f.m, "t1", &session.CreateRequest{ID: "demo", Env: map[string]string{"A": "1"}, Limits: session.Limits{MemoryMB: 256}})
+	// The same parameters, or none, return the session.
+	for _, req := range []*session.CreateRequest{
+		{ID: "demo"},
+		{ID: "demo", Env: map[string]string{"A": "1"}, Limits: session.Limits{MemoryMB: 256}},
+	} {
+		info, created, err := f.m.Create(bg, "t1", req)
+		if err != nil || created || info.Name != first.Name {
+			t.Errorf("Create(%+v) = %+v, %v, %v; want the existing session", req, info, created, err)
+		}
+	}
+	// Asking for something else under the same id is a conflict naming it.
+	for _, tc := range []struct {
+		req  *session.CreateRequest
+		want string
+	}{
+		{&session.CreateRequest{ID: "demo", Image: "nosuchimage"}, "image"},
+		{&session.CreateRequest{ID: "demo", Limits: session.Limits{MemoryMB: 512}}, "limits.memory_mb"},
+		{&session.CreateRequest{ID: "demo", Env: map[string]string{"A": "2"}}, "env"},
+		{&session.CreateRequest{ID: "demo", Cwd: "/tmp", Labels: map[string]string{"k": "v"}}, "cwd, labels"},
+	} {
+		_, _, err := f.m.Create(bg, "t1", tc.req)
+		wantClass(t, fmt.Sprintf("Create(%+v)", tc.req), err, errdefs.ErrConflict)
+		if err != nil && !strings.Contains(err.Error(), "different "+tc.want+";") {
+			t.Errorf("Create(%+v) = %v, want it to name %q", tc.req, err, tc.want)
+		}
+	}
+	if n := f.rt.Starts(); n != 1 {
+		t.Errorf("%d sandboxes started, want 1", n)
+	}
+}
