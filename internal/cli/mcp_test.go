@@ -200,3 +200,88 @@ func TestMCPEmbedded(t *testing.T) {
 		t.Errorf("the embedded daemon did not use --data-dir: %v", err)
 	}
 }
+
+// TestMCPStdioBadInput: `warren mcp` answers a line that is not JSON with
+// -32700, one that is not a JSON-RPC message with -32600 and an unknown
+// method with -32601, and goes on serving: the bytes a client writes and
+// reads on the process's stdin and stdout.
+func TestMCPStdioBadInput(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stderr := &lockedBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		code := run(context.Background(), []string{"mcp", "--addr", "http://127.0.0.1:1", "--token", "x"},
+			&app{stdin: inR, stdout: outW, stderr: stderr, getenv: mcpTestEnv, now: time.Now})
+		outW.Close()
+		done <- code
+	}()
+	lines := bufio.NewReader(outR)
+	// roundTrip writes a line and reads the one answer.
+	roundTrip := func(line string) map[string]any {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatalf("write %q: %v (stderr: %s)", line, err, stderr)
+		}
+		got, err := lines.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("after %q: read: %v (stderr: %s)", line, err, stderr)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(got, &m); err != nil {
+			t.Fatalf("after %q: the answer %q is not JSON", line, got)
+		}
+		return m
+	}
+	errCode := func(m map[string]any) float64 {
+		e, _ := m["error"].(map[string]any)
+		c, _ := e["code"].(float64)
+		return c
+	}
+	for _, tc := range []struct {
+		line string
+		code float64
+		id   any
+	}{
+		{"this is not json", -32700, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":`, -32700, nil}, // cut short
+		{`{"foo":1}`, -32600, nil},
+		{`[]`, -32600, nil},
+	} {
+		m := roundTrip(tc.line)
+		if errCode(m) != tc.code || m["id"] != tc.id || m["jsonrpc"] != "2.0" {
+			t.Errorf("answer to %q: %v, want error %v with id %v", tc.line, m, tc.code, tc.id)
+		}
+	}
+	m := roundTrip(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	res, _ := m["result"].(map[string]any)
+	if m["id"] != float64(1) || res["protocolVersion"] != "2025-11-25" {
+		t.Fatalf("initialize after bad lines: %v", m)
+	}
+	if caps, _ := res["capabilities"].(map[string]any); caps["tools"] == nil || caps["logging"] != nil {
+		t.Errorf("capabilities %v: want tools only", caps)
+	} else if tools, _ := caps["tools"].(map[string]any); tools["listChanged"] == true {
+		t.Errorf("the server advertises tools/list_changed, which it never sends")
+	}
+	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	if m := roundTrip(`{"jsonrpc":"2.0","id":"x","method":"no/such/method","params":{}}`); errCode(m) != -32601 || m["id"] != "x" {
+		t.Errorf("an unknown method: %v, want -32601 for id x", m)
+	}
+	if m := roundTrip(`[{"jsonrpc":"2.0","id":5,"method":"ping"}]`); errCode(m) != -32600 {
+		t.Errorf("a batch on 2025-11-25: %v, want -32600", m)
+	}
+	m = roundTrip(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	res, _ = m["result"].(map[string]any)
+	if tools, _ := res["tools"].([]any); m["id"] != float64(2) || len(tools) != 13 {
+		t.Errorf("tools/list after bad lines: %v", m)
+	}
+	inW.Close()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("warren mcp exited %d; stderr: %s", code, stderr)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("warren mcp did not end when its stdin closed")
+	}
+}
