@@ -499,3 +499,54 @@ func TestToolAnnotations(t *testing.T) {
 		}
 	}
 }
+
+// execBackend answers exec with a fixed result and keeps the request.
+type execBackend struct {
+	Backend
+	res *api.ExecResult
+	got *api.ExecRequest
+}
+
+func (b *execBackend) Exec(_ context.Context, _ string, req *api.ExecRequest) (*api.ExecResult, error) {
+	b.got = req
+	return b.res, nil
+}
+
+// TestExecOutputOnce: exec asks for 64 KiB per stream unless told
+// otherwise, and output past 16 KiB travels once, in the text content.
+func TestExecOutputOnce(t *testing.T) {
+	b := &execBackend{res: &api.ExecResult{Stdout: "small\n"}}
+	cs := connect(t, b)
+	var out ExecOutput
+	txt, isErr := callTool(t, cs, "exec", map[string]any{"session_id": "s", "command": "x"}, &out)
+	if isErr || b.got.MaxOutputBytes != 64<<10 {
+		t.Fatalf("exec: %q, asked for %d bytes per stream; want 65536", txt, b.got.MaxOutputBytes)
+	}
+	if out.Stdout != "small\n" || out.OutputInText || !strings.Contains(txt, "stdout:\nsmall\n") {
+		t.Errorf("small output: structured %+v, text %q; want it in both", out, txt)
+	}
+	callTool(t, cs, "exec", map[string]any{"session_id": "s", "command": "x", "max_output_bytes": 5}, &out)
+	if b.got.MaxOutputBytes != 5 {
+		t.Errorf("max_output_bytes 5 asked for %d", b.got.MaxOutputBytes)
+	}
+
+	big := strings.Repeat("a", 20<<10)
+	b.res = &api.ExecResult{Stdout: big, Stderr: "warn\n", StdoutBase64: "YQ=="}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"session_id": "s", "command": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(res)
+	if n := strings.Count(string(raw), big); n != 1 {
+		t.Errorf("20 KiB of stdout travels %d times in the result, want once", n)
+	}
+	out = ExecOutput{}
+	sc, _ := json.Marshal(res.StructuredContent)
+	json.Unmarshal(sc, &out)
+	if !out.OutputInText || out.Stdout != "" || out.Stderr != "" || out.StdoutBase64 != "" {
+		t.Errorf("large output: structured %s; want output_in_text and no streams", sc)
+	}
+	if txt := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(txt, big) || !strings.Contains(txt, "stderr:\nwarn\n") {
+		t.Errorf("large output: the text content lacks the streams")
+	}
+}
