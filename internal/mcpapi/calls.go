@@ -20,10 +20,13 @@ var errClientCancelled = errors.New("the client cancelled the call (notification
 // call it names.
 type calls struct {
 	mu sync.Mutex
-	m  map[string][]*context.CancelCauseFunc // guarded by mu; caller "\x00" id
+	m  map[string][]*inflight // guarded by mu; by caller "\x00" id
 }
 
-func newCalls() *calls { return &calls{m: map[string][]*context.CancelCauseFunc{}} }
+// inflight is one call in flight.
+type inflight struct{ cancel context.CancelCauseFunc }
+
+func newCalls() *calls { return &calls{m: map[string][]*inflight{}} }
 
 // boundKey keys the context a tool call is bound to (see callContext).
 type boundKey struct{}
@@ -34,13 +37,13 @@ type boundKey struct{}
 func (c *calls) bind(ctx context.Context, caller, id string) (_ context.Context, done func()) {
 	callCtx, cancel := context.WithCancelCause(ctx)
 	key := caller + "\x00" + id
-	p := &cancel
+	call := &inflight{cancel: cancel}
 	c.mu.Lock()
-	c.m[key] = append(c.m[key], p)
+	c.m[key] = append(c.m[key], call)
 	c.mu.Unlock()
 	return context.WithValue(ctx, boundKey{}, callCtx), func() {
 		c.mu.Lock()
-		c.m[key] = slices.DeleteFunc(c.m[key], func(q *context.CancelCauseFunc) bool { return q == p })
+		c.m[key] = slices.DeleteFunc(c.m[key], func(q *inflight) bool { return q == call })
 		if len(c.m[key]) == 0 {
 			delete(c.m, key)
 		}
@@ -57,7 +60,7 @@ func (c *calls) cancel(caller, id string) int {
 	defer c.mu.Unlock()
 	l := c.m[caller+"\x00"+id]
 	if len(l) == 1 {
-		(*l[0])(errClientCancelled)
+		l[0].cancel(errClientCancelled)
 	}
 	return len(l)
 }
