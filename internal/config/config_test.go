@@ -56,6 +56,9 @@ func TestValidate(t *testing.T) {
 		{"default idle ttl above built-in max", func(c *Config) { c.Session.DefaultIdleTTL = 8 * 24 * time.Hour; c.Session.MaxIdleTTL = 0 }, "session.idle_ttl"},
 		{"zero default under lowered max", func(c *Config) { c.Session.DefaultLimits.CPUs = 0; c.Session.MaxLimits.CPUs = 0.5 }, "session.default_limits.cpus"},
 		{"default equal to max", func(c *Config) { c.Session.DefaultTimeout = c.Session.MaxTimeout }, ""},
+		{"mcp allowed hosts", func(c *Config) { c.MCPAllowedHosts = "warren.example.com, proxy.internal,*" }, ""},
+		{"mcp allowed host with a port", func(c *Config) { c.MCPAllowedHosts = "warren.example.com:443" }, "mcp_allowed_hosts"},
+		{"mcp allowed host as a URL", func(c *Config) { c.MCPAllowedHosts = "https://warren.example.com" }, "mcp_allowed_hosts"},
 	}
 	for _, tc := range tests {
 		c := Default()
