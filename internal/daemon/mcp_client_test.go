@@ -107,16 +107,20 @@ func waitForFile(t *testing.T, h *daemontest.Harness, id, path string) {
 }
 
 // shellFree runs a command in the session's shell and fails the test unless
-// it answers within a few seconds: the cancelled command no longer holds
-// the shell.
+// it answers within a few seconds (the cancelled command no longer holds
+// the shell) and no `sleep 120` runs in the session any more.
 func shellFree(t *testing.T, h *daemontest.Harness, id string) {
 	t.Helper()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := h.Client.Exec(ctx, id, &api.ExecRequest{Command: "rm -f /tmp/started; echo free"})
-	if err != nil || res.Stdout != "free\n" || time.Since(start) > 5*time.Second {
-		t.Fatalf("the shell after the cancel: %+v, %v after %v; want it free at once", res, err, time.Since(start))
+	// "slee[p]" keeps grep from finding its own command line.
+	res, err := h.Client.Exec(ctx, id, &api.ExecRequest{Command: `rm -f /tmp/started; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' | grep -c "slee[p] 120"`})
+	if err != nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("the shell after the cancel: %v after %v; want it free at once", err, time.Since(start))
+	}
+	if res.Stdout != "0\n" {
+		t.Fatalf("sleep 120 still runs in the session after the cancel (%q)", res.Stdout)
 	}
 }
 
