@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +62,19 @@ func TestInspectorCLI(t *testing.T) {
 		t.Skip("needs the npm packages: run npm ci in test/mcp-node (.ci/run does)")
 	}
 	h := daemontest.Start(t, nil)
+	// A proxy in front of /mcp notes the protocol revision of each request.
+	var mu sync.Mutex
+	revisions := map[string]int{}
+	target, _ := url.Parse(h.URL)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		revisions[r.Header.Get("Mcp-Protocol-Version")]++
+		mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	defer func() { t.Logf("MCP-Protocol-Version of the Inspector's requests: %v", revisions) }()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +83,7 @@ func TestInspectorCLI(t *testing.T) {
 		name   string
 		target []string
 	}{
-		{"http", []string{h.URL + "/mcp", "--transport", "http", "--header", "Authorization: Bearer " + h.AdminKey}},
+		{"http", []string{proxy.URL + "/mcp", "--transport", "http", "--header", "Authorization: Bearer " + h.AdminKey}},
 		// The server's own flags would read as the Inspector's: its
 		// address and key go in the environment (-e).
 		{"stdio", []string{"-e", asWarren + "=1", "-e", "WARREN_ADDR=" + h.URL, "-e", "WARREN_TOKEN=" + h.AdminKey, "--transport", "stdio", self, "mcp"}},
