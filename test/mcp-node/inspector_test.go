@@ -43,6 +43,9 @@ func inspector(t *testing.T, node string, args ...string) map[string]any {
 	if err != nil {
 		t.Fatalf("inspector --cli %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, stderr.String())
 	}
+	if stderr.Len() > 0 {
+		t.Logf("inspector --cli %s: stderr: %s", args[len(args)-1], stderr.String())
+	}
 	var v map[string]any
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatalf("inspector --cli %s printed %q, not JSON: %v (stderr: %s)", strings.Join(args, " "), out, err, stderr.String())
