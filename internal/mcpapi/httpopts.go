@@ -129,13 +129,15 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer done()
 		r = r.WithContext(ctx)
 	case msg.Method == "notifications/cancelled":
-		var p struct {
-			RequestID any `json:"requestId"`
+		var n struct {
+			Params struct {
+				RequestID any `json:"requestId"`
+			} `json:"params"`
 		}
-		if json.Unmarshal(msg.Params, &p) == nil {
-			if id, err := jsonrpc.MakeID(p.RequestID); err == nil && id.IsValid() {
-				if n := h.calls.cancel(h.callerOf(r.Context()), idKey(id)); n > 1 {
-					h.opts.Log.Warn("mcp cancel matched more than one call of its caller; cancelled none", "request_id", p.RequestID, "calls", n)
+		if json.Unmarshal(body, &n) == nil {
+			if id, err := jsonrpc.MakeID(n.Params.RequestID); err == nil && id.IsValid() {
+				if c := h.calls.cancel(h.callerOf(r.Context()), idKey(id)); c > 1 {
+					h.opts.Log.Warn("mcp cancel matched more than one call of its caller; cancelled none", "request_id", n.Params.RequestID, "calls", c)
 				}
 			}
 		}
@@ -190,12 +192,12 @@ var knownMethods = map[string]bool{
 	"completion/complete": true, "logging/setLevel": true,
 }
 
-// rpcMessage is what the handler reads of a JSON-RPC message.
+// rpcMessage is what the handler reads of a JSON-RPC message: not its
+// params, which may be megabytes (write_file's content).
 type rpcMessage struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
 }
 
 func (m *rpcMessage) isCall() bool {
@@ -222,14 +224,20 @@ func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw(
 // the JSON-RPC error to answer with: -32700 for what is not JSON, -32600
 // for JSON that is not a message.
 func peek(body []byte) (*rpcMessage, error) {
-	if !json.Valid(body) {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the body is not JSON"}
-	}
+	parseErr := &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the body is not JSON"}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		if !json.Valid(body) {
+			return nil, parseErr
+		}
 		return nil, nil
 	}
 	var m rpcMessage
-	if err := json.Unmarshal(body, &m); err != nil || m.JSONRPC != "2.0" {
+	err := json.Unmarshal(body, &m)
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF) || len(bytes.TrimSpace(body)) == 0 {
+		return nil, parseErr
+	}
+	if err != nil || m.JSONRPC != "2.0" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: `invalid request: not a JSON-RPC 2.0 message (an object with "jsonrpc":"2.0")`}
 	}
 	return &m, nil

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 func TestHostAllowed(t *testing.T) {
@@ -76,4 +78,32 @@ func TestCallsCancel(t *testing.T) {
 		t.Errorf("the tool's context ended with %v", context.Cause(tctx))
 	}
 	done()
+}
+
+func TestPeek(t *testing.T) {
+	for _, tc := range []struct {
+		body   string
+		code   int64 // 0: no error
+		method string
+		batch  bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`, 0, "tools/call", false},
+		{` [{"jsonrpc":"2.0","id":1,"method":"ping"}]`, 0, "", true},
+		{`not json`, jsonrpc.CodeParseError, "", false},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"`, jsonrpc.CodeParseError, "", false},
+		{`[{"jsonrpc":"2.0"`, jsonrpc.CodeParseError, "", false},
+		{``, jsonrpc.CodeParseError, "", false},
+		{`{"id":1,"method":"ping"}`, jsonrpc.CodeInvalidRequest, "", false},
+		{`"a string"`, jsonrpc.CodeInvalidRequest, "", false},
+		{`{"jsonrpc":"2.0","method":7}`, jsonrpc.CodeInvalidRequest, "", false},
+	} {
+		m, err := peek([]byte(tc.body))
+		var code int64
+		if err != nil {
+			code = err.(*jsonrpc.Error).Code
+		}
+		if code != tc.code || (err == nil && (m == nil) != tc.batch) || (m != nil && m.Method != tc.method) {
+			t.Errorf("peek(%q) = %+v, %v; want code %d, method %q, batch %v", tc.body, m, err, tc.code, tc.method, tc.batch)
+		}
+	}
 }
