@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,8 +21,15 @@ import (
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
+// asWarren makes this test binary run as the warren command (see
+// TestMain), for tests that spawn it the way an MCP host does.
+const asWarren = "WARREN_CLI_TEST_AS_WARREN"
+
 func TestMain(m *testing.M) {
 	testutil.SandboxMain()
+	if os.Getenv(asWarren) == "1" {
+		os.Exit(Main(os.Args[1:]))
+	}
 	os.Exit(m.Run())
 }
 
@@ -201,20 +209,37 @@ func TestMCPEmbedded(t *testing.T) {
 	}
 }
 
-// TestMCPStdioBadInput: `warren mcp` answers a line that is not JSON with
-// -32700, one that is not a JSON-RPC message with -32600 and an unknown
-// method with -32601, and goes on serving: the bytes a client writes and
-// reads on the process's stdin and stdout.
+// TestMCPStdioBadInput: `warren mcp`, spawned as an MCP host does, answers
+// a line that is not JSON with -32700, one that is not a JSON-RPC message
+// with -32600 and an unknown method with -32601, and goes on serving: the
+// bytes a client writes and reads on the process's stdin and stdout.
 func TestMCPStdioBadInput(t *testing.T) {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, "mcp", "--addr", "http://127.0.0.1:1", "--token", "x")
+	cmd.Env = append(os.Environ(), asWarren+"=1")
 	stderr := &lockedBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		code := run(context.Background(), []string{"mcp", "--addr", "http://127.0.0.1:1", "--token", "x"},
-			&app{stdin: inR, stdout: outW, stderr: stderr, getenv: mcpTestEnv, now: time.Now})
-		outW.Close()
-		done <- code
+	cmd.Stderr = stderr
+	inW, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		cancel()
+		<-done
 	}()
 	lines := bufio.NewReader(outR)
 	// roundTrip writes a line and reads the one answer.
@@ -277,9 +302,10 @@ func TestMCPStdioBadInput(t *testing.T) {
 	}
 	inW.Close()
 	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("warren mcp exited %d; stderr: %s", code, stderr)
+	case err := <-done:
+		done <- err // for the deferred wait
+		if err != nil {
+			t.Errorf("warren mcp: %v; stderr: %s", err, stderr)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("warren mcp did not end when its stdin closed")
