@@ -293,8 +293,8 @@ func TestMCPProtocolErrors(t *testing.T) {
 	}
 	// 2026-07-28: the SDK's own answer, -32601 in a 404.
 	r, err := postMCP(ctx, h, "2026-07-28", "", `{"jsonrpc":"2.0","id":9,"method":"no/such/method","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
-	if err != nil || rpcErrorCode(r.last()) != -32601 {
-		t.Errorf("unknown method on 2026-07-28: %v %d %s; want -32601", err, r.status, r.body)
+	if err != nil || r.status != http.StatusNotFound || rpcErrorCode(r.last()) != -32601 {
+		t.Errorf("unknown method on 2026-07-28: %v %d %s; want 404 with -32601", err, r.status, r.body)
 	}
 	for _, body := range []string{"not json", `{"jsonrpc":"2.0","id":1,"method":"tools/list"`} {
 		r, err := postMCP(ctx, h, "2025-11-25", "", body)
