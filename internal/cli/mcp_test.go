@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/daemon/daemontest"
 	"github.com/warrenhq/warren/internal/testutil"
 )
@@ -309,5 +310,79 @@ func TestMCPStdioBadInput(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("warren mcp did not end when its stdin closed")
+	}
+}
+
+// TestMCPStdioCancelProgress: over stdio too, a call with a progress token
+// hears how long it has run, and a cancelled call stops its command (the
+// SDK cancels the call's context, the Go client aborts its request to the
+// daemon) so that the shell is free at once.
+func TestMCPStdioCancelProgress(t *testing.T) {
+	h := daemontest.Start(t, nil)
+	if _, err := h.Client.CreateSession(context.Background(), &api.CreateSessionRequest{ID: "sc"}); err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stderr := &lockedBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		code := run(context.Background(), []string{"mcp", "--addr", h.URL, "--token", h.AdminKey},
+			&app{stdin: inR, stdout: outW, stderr: stderr, getenv: mcpTestEnv, now: time.Now})
+		outW.Close()
+		done <- code
+	}()
+	defer func() {
+		inW.Close()
+		<-done
+	}()
+	var mu sync.Mutex
+	var progress []*mcp.ProgressNotificationParams
+	c := mcp.NewClient(&mcp.Implementation{Name: "cli-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, r.Params)
+			mu.Unlock()
+		},
+	})
+	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: &frameChecker{t: t, r: bufio.NewReader(outR)}, Writer: inW}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v (stderr: %s)", err, stderr)
+	}
+	defer cs.Close()
+
+	params := &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"session_id": "sc", "argv": []string{"sleep", "6"}}}
+	params.SetProgressToken(42)
+	if res, err := cs.CallTool(context.Background(), params); err != nil || res.IsError {
+		t.Fatalf("exec with a progress token: %v %v", res, err)
+	}
+	mu.Lock()
+	if len(progress) == 0 || !strings.Contains(progress[0].Message, "exec running for") {
+		t.Errorf("progress over stdio: %+v, want at least one", progress)
+	}
+	mu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"session_id": "sc", "command": "touch /tmp/started; sleep 120"}})
+		errc <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := h.Client.StatFile(context.Background(), "sc", "/tmp/started"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long exec never started")
+		}
+	}
+	cancel()
+	if err := <-errc; err == nil {
+		t.Error("a cancelled call returned no error")
+	}
+	start := time.Now()
+	res, err := h.Client.Exec(context.Background(), "sc", &api.ExecRequest{Command: "echo free"})
+	if err != nil || res.Stdout != "free\n" || time.Since(start) > 5*time.Second {
+		t.Errorf("the shell after a cancel over stdio: %+v %v after %v; want it free at once", res, err, time.Since(start))
 	}
 }
