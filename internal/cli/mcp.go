@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
@@ -124,14 +123,9 @@ func (a *app) mcpEmbedded(ctx context.Context, cmd *cobra.Command, cfg config.Co
 // disconnects (in ends) or ctx ends.
 func serveMCP(ctx context.Context, c *client.Client, in io.Reader, out io.Writer, log *slog.Logger) error {
 	srv := mcpapi.NewServer(mcpapi.NewClientBackend(c), mcpapi.Options{Version: daemon.Version, Log: log})
-	err := srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	err := srv.Run(ctx, mcpapi.StdioTransport(in, out))
 	if err != nil && (errors.Is(err, io.EOF) || ctx.Err() != nil) {
 		return nil // the host hung up, or we were told to stop
 	}
 	return err
 }
-
-// nopWriteCloser leaves closing stdout to the process's end.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -52,8 +52,18 @@ type Config struct {
 	// leaves them running for the next daemon to adopt, ShutdownDestroy
 	// deletes them.
 	Shutdown string
-	Session  session.Config
-	Auth     Auth
+	// MCPAllowedHosts is a comma-separated list of host names that a
+	// request to /mcp arriving on a loopback address may name in its Host
+	// header besides loopback names: those of a reverse proxy on the same
+	// host. "*" allows any. See MCPHosts.
+	MCPAllowedHosts string
+	Session         session.Config
+	Auth            Auth
+}
+
+// MCPHosts returns MCPAllowedHosts as a list.
+func (c *Config) MCPHosts() []string {
+	return strings.FieldsFunc(c.MCPAllowedHosts, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
 }
 
 // Auth configures who may call the daemon.
@@ -157,6 +167,11 @@ func (c *Config) Validate() error {
 	for _, o := range c.CORSOrigins {
 		if err := checkOrigin(o); err != nil {
 			return fmt.Errorf("cors_origins: %q: %w", o, err)
+		}
+	}
+	for _, h := range c.MCPHosts() {
+		if strings.ContainsAny(h, "/:[]@") {
+			return fmt.Errorf("mcp_allowed_hosts: %q is not a host name (give names such as warren.example.com, without scheme, port or path)", h)
 		}
 	}
 	if err := c.checkExposure(); err != nil {

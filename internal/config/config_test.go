@@ -62,6 +62,9 @@ func TestValidate(t *testing.T) {
 		{"cors origin without scheme", func(c *Config) { c.CORSOrigins = []string{"console.example.com"} }, "cors_origins"},
 		{"cors origin with a path", func(c *Config) { c.CORSOrigins = []string{"https://example.com/app"} }, "cors_origins"},
 		{"cors origin with a wildcard inside", func(c *Config) { c.CORSOrigins = []string{"https://a.*.example.com"} }, "cors_origins"},
+		{"mcp allowed hosts", func(c *Config) { c.MCPAllowedHosts = "warren.example.com, proxy.internal,*" }, ""},
+		{"mcp allowed host with a port", func(c *Config) { c.MCPAllowedHosts = "warren.example.com:443" }, "mcp_allowed_hosts"},
+		{"mcp allowed host as a URL", func(c *Config) { c.MCPAllowedHosts = "https://warren.example.com" }, "mcp_allowed_hosts"},
 	}
 	for _, tc := range tests {
 		c := Default()

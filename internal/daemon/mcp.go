@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/httpapi"
@@ -35,11 +33,23 @@ func (d *Daemon) mcpRoutes(mux *http.ServeMux) {
 		return id.Tenant, nil
 	})
 	srv := mcpapi.NewServer(backend, mcpapi.Options{Version: Version, Log: d.log, Audit: d.api.Record})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
-		Stateless:           true,
-		MaxRequestBodyBytes: mcpMaxBody,
+	h := mcpapi.NewHTTPHandler(srv, mcpapi.HTTPOptions{
+		AllowedHosts:    d.cfg.MCPHosts(),
+		MaxRequestBytes: mcpMaxBody,
+		Caller:          mcpCaller,
+		Log:             d.log,
 	})
 	mux.Handle("/mcp", d.admitMCP(h))
+}
+
+// mcpCaller names the caller of an admitted request: a cancel
+// notification reaches only the calls of the same key or JWT subject.
+func mcpCaller(ctx context.Context) string {
+	id := httpapi.IdentityOf(ctx)
+	if id == nil {
+		return ""
+	}
+	return id.Tenant + "\x00" + id.KeyID + "\x00" + id.Subject
 }
 
 // admitMCP authenticates each request and applies its caller's rate limit

@@ -27,6 +27,9 @@ type Options struct {
 	// edit_file, delete_file): op is "mcp <tool>", target the file path or
 	// process acted on, err the outcome. It never receives contents.
 	Audit func(ctx context.Context, op, session, target string, err error, start time.Time)
+	// ProgressInterval is how often a call that carries a progress token
+	// hears how long it has run (notifications/progress); 0 is 5 seconds.
+	ProgressInterval time.Duration
 }
 
 // instructions tell an agent how the tools fit together.
@@ -47,8 +50,19 @@ func NewServer(b Backend, opts Options) *mcp.Server {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = 5 * time.Second
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "warren", Title: "warren sandboxes", Version: opts.Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: slog.New(warnings{opts.Log.Handler()}), SchemaCache: schemaCache})
+		&mcp.ServerOptions{
+			Instructions: instructions,
+			Logger:       slog.New(warnings{opts.Log.Handler()}),
+			SchemaCache:  schemaCache,
+			// Tools only, and no listChanged: the tool list never changes,
+			// and a stateless endpoint could not send the notification
+			// anyway. No logging either: the server logs to its own log.
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		})
 	t := &tools{b: b, opts: opts}
 	t.register(s)
 	s.AddReceivingMiddleware(classifyArgumentErrors)
@@ -142,8 +156,18 @@ func addTool[In, Out any](t *tools, s *mcp.Server, def *mcp.Tool, audit auditFun
 		panic(fmt.Sprintf("tool %s: input schema: %v", def.Name, err))
 	}
 	def.InputSchema = withoutNull(in)
-	mcp.AddTool(s, def, func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, *Out, error) {
+	out, err := jsonschema.For[Out](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: output schema: %v", def.Name, err))
+	}
+	def.OutputSchema = withoutNull(out)
+	mcp.AddTool(s, def, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, *Out, error) {
 		start := time.Now()
+		ctx, unbind := callContext(ctx)
+		defer unbind()
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			defer reportProgress(ctx, req.Session, tok, def.Name, t.opts.ProgressInterval)()
+		}
 		out, content, err := runTool(t.opts.Log, ctx, def.Name, &in, run)
 		if audit != nil && t.opts.Audit != nil {
 			var o Out
@@ -168,8 +192,10 @@ func addTool[In, Out any](t *tools, s *mcp.Server, def *mcp.Tool, audit auditFun
 }
 
 // withoutNull makes optional properties that Go infers as "X or null"
-// (pointers, slices, maps) plain "X": some MCP hosts' models reject type
-// lists, and leaving a property out already says "none".
+// (pointers, slices, maps) plain "X", in input and output schemas alike:
+// some MCP hosts' models and schema checkers reject type lists, and leaving
+// a property out already says "none". The tools therefore never answer
+// null: an absent value is left out (omitempty) or an empty list.
 func withoutNull(s *jsonschema.Schema) *jsonschema.Schema {
 	if s == nil {
 		return nil
@@ -181,7 +207,11 @@ func withoutNull(s *jsonschema.Schema) *jsonschema.Schema {
 	for _, p := range s.Properties {
 		withoutNull(p)
 	}
+	for _, d := range s.Defs {
+		withoutNull(d)
+	}
 	withoutNull(s.Items)
+	withoutNull(s.AdditionalProperties)
 	return s
 }
 

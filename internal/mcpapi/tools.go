@@ -24,10 +24,21 @@ const (
 	readDefaultBytes   = 256 << 10
 	readMaxBytes       = 4 << 20
 	outputDefaultBytes = 64 << 10
-	outputMaxBytes     = 1 << 20
-	maxWaitSeconds     = 300
-	editMaxBytes       = 8 << 20
-	listMaxEntries     = 1000
+	// execDefaultOutputBytes is exec's max_output_bytes over MCP unless
+	// the call asks otherwise: a model's context is smaller than the
+	// daemon's default (session.exec_output_bytes).
+	execDefaultOutputBytes = 64 << 10
+	// bothFormsBytes is the most output (exec's stdout and stderr
+	// together, process_output's output, read_file's content) a result
+	// carries twice, in its text content for the model and in its
+	// structured content. Past it the bytes travel once, in the text
+	// content, and the structured content says so (output_in_text,
+	// content_in_text) with the field left empty.
+	bothFormsBytes = 16 << 10
+	outputMaxBytes = 1 << 20
+	maxWaitSeconds = 300
+	editMaxBytes   = 8 << 20
+	listMaxEntries = 1000
 )
 
 // tools are the MCP tools over one backend.
@@ -71,8 +82,10 @@ func (t *tools) register(s *mcp.Server) {
 	addTool(t, s, &mcp.Tool{
 		Name: "exec",
 		Description: "Run a shell command in a session and wait for it to finish. The command goes to the session's persistent bash shell, so the working directory (cd), exported and plain variables, functions and activated virtualenvs carry over to the next exec, as in a terminal. Returns stdout, stderr and the exit code separately (a failing command is not a tool error: read exit_code). " +
-			"Commands are killed after timeout_ms (default 2 minutes) and report timed_out; output beyond max_output_bytes per stream is dropped and reported as truncated. " +
-			"Background jobs (cmd &) keep running after exec returns, but their later output is not captured: use start_process for servers and long-running jobs. Do not run interactive programs (editors, pagers, prompts): stdin is empty unless you pass stdin.",
+			"Commands are killed after timeout_ms (default 2 minutes) and report timed_out; output beyond max_output_bytes per stream (default 64 KiB) is dropped and reported as truncated. " +
+			"Output travels once when large: up to 16 KiB of stdout and stderr together is in both the text and the structured result; more is only in the text, and the structured result then has output_in_text set and empty stdout and stderr. " +
+			"exec waits for the command to end (a host may time the call out; progress notifications are sent when the call carries a progress token): for servers, watchers and anything that runs longer than a minute or two, or does not end by itself, use start_process and read its output with process_output. " +
+			"Background jobs (cmd &) keep running after exec returns, but their later output is not captured. Do not run interactive programs (editors, pagers, prompts): stdin is empty unless you pass stdin.",
 		Annotations: hints(false, true, false),
 	}, func(in *ExecInput, _ *ExecOutput) (string, string) { return in.SessionID, "" }, t.exec)
 	addTool(t, s, &mcp.Tool{
@@ -82,12 +95,12 @@ func (t *tools) register(s *mcp.Server) {
 	}, func(in *StartProcessInput, out *Process) (string, string) { return in.SessionID, out.ProcessID }, t.startProcess)
 	addTool(t, s, &mcp.Tool{
 		Name:        "process_output",
-		Description: "Read the output of a process started with start_process, from a byte offset (0 for the beginning; negative for that many bytes back from the end). With wait_seconds it waits until the process exits, max_bytes of output arrived, or the time is up, whichever comes first; without, it returns what is there now. Returns the output, whether the process still runs and its exit code, and next_offset: pass it as offset next time to read on without repeats or gaps.",
+		Description: "Read the output of a process started with start_process, from a byte offset (0 for the beginning; negative for that many bytes back from the end). With wait_seconds it waits until the process exits, max_bytes of output arrived, or the time is up, whichever comes first; without, it returns what is there now. Returns the output, whether the process still runs and its exit code, and next_offset: pass it as offset next time to read on without repeats or gaps. Output of more than 16 KiB is only in the text result (output_in_text), not also in the structured one.",
 		Annotations: hints(true, false, false),
 	}, nil, t.processOutput)
 	addTool(t, s, &mcp.Tool{
 		Name:        "read_file",
-		Description: "Read a file of a session. Text comes back as is; a binary file comes back base64-encoded (encoding \"base64\"). At most max_bytes (default 256 KiB) are returned from offset; truncated says there is more, to read with a larger offset. For a slice of lines of a big file, exec `sed -n '100,200p' file` is often better.",
+		Description: "Read a file of a session. Text comes back as is; a binary file comes back base64-encoded (encoding \"base64\"). At most max_bytes (default 256 KiB) are returned from offset; truncated says there is more, to read with a larger offset. For a slice of lines of a big file, exec `sed -n '100,200p' file` is often better. Content of more than 16 KiB is only in the text result (content_in_text), not also in the structured one.",
 		Annotations: hints(true, false, true),
 	}, nil, t.readFile)
 	addTool(t, s, &mcp.Tool{
@@ -228,7 +241,7 @@ type ExecInput struct {
 	Cwd            string            `json:"cwd,omitempty" jsonschema:"absolute directory to run this command in; the command then runs in a subshell and changes no shell state"`
 	Env            map[string]string `json:"env,omitempty" jsonschema:"extra environment variables for this command only (a subshell, as with cwd)"`
 	TimeoutMs      int64             `json:"timeout_ms,omitempty" jsonschema:"kill the command after this many milliseconds (default 120000)"`
-	MaxOutputBytes int64             `json:"max_output_bytes,omitempty" jsonschema:"cap on each of stdout and stderr in bytes (default 1048576); the rest is dropped and truncated is set"`
+	MaxOutputBytes int64             `json:"max_output_bytes,omitempty" jsonschema:"cap on each of stdout and stderr in bytes (default 65536); the rest is dropped and truncated is set"`
 }
 
 // ExecOutput is exec's output.
@@ -244,12 +257,13 @@ type ExecOutput struct {
 	ShellRestarted bool    `json:"shell_restarted" jsonschema:"the shell ended (exit, exec, a kill) and a fresh one took its place with the last working directory and exported variables; other shell state was lost"`
 	OOMKilled      bool    `json:"oom_killed" jsonschema:"a process was killed for exceeding the session's memory limit"`
 	DurationMs     float64 `json:"duration_ms"`
+	OutputInText   bool    `json:"output_in_text,omitempty" jsonschema:"stdout and stderr were larger than 16 KiB together: they are only in the text content, and stdout, stderr and their base64 forms are empty here"`
 }
 
 func (t *tools) exec(ctx context.Context, in *ExecInput) (*ExecOutput, []mcp.Content, error) {
 	req := &api.ExecRequest{
 		Command: in.Command, Argv: in.Argv, Cwd: in.Cwd, Env: in.Env,
-		TimeoutMs: in.TimeoutMs, MaxOutputBytes: in.MaxOutputBytes,
+		TimeoutMs: in.TimeoutMs, MaxOutputBytes: cmp.Or(in.MaxOutputBytes, execDefaultOutputBytes),
 	}
 	if in.Stdin != "" {
 		req.Stdin = &in.Stdin
@@ -264,7 +278,12 @@ func (t *tools) exec(ctx context.Context, in *ExecInput) (*ExecOutput, []mcp.Con
 		TimedOut: res.TimedOut, Truncated: res.Truncated, ShellRestarted: res.ShellRestarted,
 		OOMKilled: res.OOMKilled, DurationMs: res.DurationMs,
 	}
-	return out, text(execText(out)), nil
+	out.OutputInText = len(out.Stdout)+len(out.Stderr) > bothFormsBytes
+	content := text(execText(out))
+	if out.OutputInText {
+		out.Stdout, out.Stderr, out.StdoutBase64, out.StderrBase64 = "", "", "", ""
+	}
+	return out, content, nil
 }
 
 // execText is an exec result as an agent reads it best: the exit code,
@@ -297,7 +316,10 @@ func execText(r *ExecOutput) string {
 		if !strings.HasSuffix(s.text, "\n") {
 			b.WriteByte('\n')
 		}
-		if s.b64 != "" {
+		switch {
+		case s.b64 != "" && r.OutputInText:
+			fmt.Fprintf(&b, "[%s is not valid UTF-8: invalid bytes are shown as U+FFFD; for the exact bytes redirect it to a file and read_file that]\n", s.name)
+		case s.b64 != "":
 			fmt.Fprintf(&b, "[%s is not valid UTF-8: invalid bytes are shown as U+FFFD; the exact bytes are in %s_base64]\n", s.name, s.name)
 		}
 	}
@@ -351,6 +373,7 @@ type ProcessOutput struct {
 	Running      bool   `json:"running" jsonschema:"the process still runs"`
 	ExitCode     *int   `json:"exit_code,omitempty" jsonschema:"the exit status, once the process exited"`
 	Signal       string `json:"signal,omitempty" jsonschema:"the signal that ended the process, if any"`
+	OutputInText bool   `json:"output_in_text,omitempty" jsonschema:"the output was larger than 16 KiB: it is only in the text content, and output and output_base64 are empty here"`
 }
 
 // errFull stops an output stream once max_bytes arrived.
@@ -443,7 +466,12 @@ func (t *tools) processOutput(ctx context.Context, in *ProcessOutputInput) (*Pro
 		out.Offset = out.NextOffset
 	}
 	out.Output, out.OutputBase64 = textOf(buf)
-	return out, text(processOutputText(in.ProcessID, out)), nil
+	out.OutputInText = len(out.Output) > bothFormsBytes
+	content := text(processOutputText(in.ProcessID, out))
+	if out.OutputInText {
+		out.Output, out.OutputBase64 = "", ""
+	}
+	return out, content, nil
 }
 
 // incompleteTail is the length of an incomplete UTF-8 character at the end
@@ -480,7 +508,10 @@ func processOutputText(pid string, o *ProcessOutput) string {
 		if !strings.HasSuffix(o.Output, "\n") {
 			b.WriteByte('\n')
 		}
-		if o.OutputBase64 != "" {
+		switch {
+		case o.OutputBase64 != "" && o.OutputInText:
+			b.WriteString("[the output is not valid UTF-8: invalid bytes are shown as U+FFFD; read less at a time (max_bytes) for the exact bytes in output_base64]\n")
+		case o.OutputBase64 != "":
 			b.WriteString("[the output is not valid UTF-8: invalid bytes are shown as U+FFFD; the exact bytes are in output_base64]\n")
 		}
 	}
@@ -506,6 +537,7 @@ type FileContent struct {
 	Offset    int64  `json:"offset" jsonschema:"offset of the first byte returned"`
 	Bytes     int64  `json:"bytes" jsonschema:"how many bytes were returned"`
 	Truncated bool   `json:"truncated" jsonschema:"the file goes on past offset+bytes"`
+	InText    bool   `json:"content_in_text,omitempty" jsonschema:"the content was larger than 16 KiB: it is only in the text content, and content is empty here"`
 }
 
 func (t *tools) readFile(ctx context.Context, in *ReadFileInput) (*FileContent, []mcp.Content, error) {
@@ -558,6 +590,9 @@ func (t *tools) readFile(ctx context.Context, in *ReadFileInput) (*FileContent, 
 	}
 	if len(notes) > 0 {
 		content = append(content, &mcp.TextContent{Text: strings.Join(notes, "\n")})
+	}
+	if len(out.Content) > bothFormsBytes {
+		out.Content, out.InText = "", true
 	}
 	return out, content, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"path"
@@ -404,5 +405,148 @@ func TestToolSchemas(t *testing.T) {
 	}
 	if !slices.Contains(names, "edit_file") || len(names) != 13 {
 		t.Errorf("tools: %v", names)
+	}
+}
+
+// typeLists returns the paths in a JSON schema whose "type" is a list.
+func typeLists(v any, at string) []string {
+	var found []string
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if k == "type" {
+				if _, ok := x.([]any); ok {
+					found = append(found, at)
+				}
+				continue
+			}
+			found = append(found, typeLists(x, at+"/"+k)...)
+		}
+	case []any:
+		for i, x := range v {
+			found = append(found, typeLists(x, fmt.Sprintf("%s/%d", at, i))...)
+		}
+	}
+	return found
+}
+
+// TestNoTypeLists: no schema, input or output, at any depth, has a type
+// list such as ["string","null"].
+func TestNoTypeLists(t *testing.T) {
+	cs := connect(t, &fakeBackend{})
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range lt.Tools {
+		for kind, s := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
+			b, _ := json.Marshal(s)
+			var v any
+			json.Unmarshal(b, &v)
+			if l := typeLists(v, ""); len(l) > 0 {
+				t.Errorf("%s's %s schema has type lists at %v", tool.Name, kind, l)
+			}
+		}
+	}
+}
+
+// TestToolAnnotations: every tool says, on the wire, whether it only reads,
+// destroys, can be repeated and reaches outside its session. The table is
+// the decision; a new tool fails here until it is added with its hints.
+func TestToolAnnotations(t *testing.T) {
+	type hints struct{ readOnly, destructive, idempotent, openWorld bool }
+	want := map[string]hints{
+		"create_session": {idempotent: true}, // with an id: the same session again
+		"get_session":    {readOnly: true, idempotent: true},
+		"list_sessions":  {readOnly: true, idempotent: true},
+		"delete_session": {destructive: true, idempotent: true},
+		"exec":           {destructive: true},
+		"start_process":  {},
+		"process_output": {readOnly: true},
+		"read_file":      {readOnly: true, idempotent: true},
+		"write_file":     {destructive: true, idempotent: true},
+		"edit_file":      {destructive: true},
+		"list_files":     {readOnly: true, idempotent: true},
+		"delete_file":    {destructive: true, idempotent: true},
+		"search_files":   {readOnly: true, idempotent: true},
+	}
+	cs := connect(t, &fakeBackend{})
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, tool := range lt.Tools {
+		seen[tool.Name] = true
+		w, ok := want[tool.Name]
+		if !ok {
+			t.Errorf("tool %s has no row in this test: decide its hints", tool.Name)
+			continue
+		}
+		// The wire form, as a client reads it: every hint present.
+		b, _ := json.Marshal(tool.Annotations)
+		var got map[string]any
+		json.Unmarshal(b, &got)
+		for name, v := range map[string]bool{"readOnlyHint": w.readOnly, "destructiveHint": w.destructive, "idempotentHint": w.idempotent, "openWorldHint": w.openWorld} {
+			if g, ok := got[name].(bool); !ok || g != v {
+				t.Errorf("%s: %s = %v, want %v (annotations %s)", tool.Name, name, got[name], v, b)
+			}
+		}
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("tool %s is not served", name)
+		}
+	}
+}
+
+// execBackend answers exec with a fixed result and keeps the request.
+type execBackend struct {
+	Backend
+	res *api.ExecResult
+	got *api.ExecRequest
+}
+
+func (b *execBackend) Exec(_ context.Context, _ string, req *api.ExecRequest) (*api.ExecResult, error) {
+	b.got = req
+	return b.res, nil
+}
+
+// TestExecOutputOnce: exec asks for 64 KiB per stream unless told
+// otherwise, and output past 16 KiB travels once, in the text content.
+func TestExecOutputOnce(t *testing.T) {
+	b := &execBackend{res: &api.ExecResult{Stdout: "small\n"}}
+	cs := connect(t, b)
+	var out ExecOutput
+	txt, isErr := callTool(t, cs, "exec", map[string]any{"session_id": "s", "command": "x"}, &out)
+	if isErr || b.got.MaxOutputBytes != 64<<10 {
+		t.Fatalf("exec: %q, asked for %d bytes per stream; want 65536", txt, b.got.MaxOutputBytes)
+	}
+	if out.Stdout != "small\n" || out.OutputInText || !strings.Contains(txt, "stdout:\nsmall\n") {
+		t.Errorf("small output: structured %+v, text %q; want it in both", out, txt)
+	}
+	callTool(t, cs, "exec", map[string]any{"session_id": "s", "command": "x", "max_output_bytes": 5}, &out)
+	if b.got.MaxOutputBytes != 5 {
+		t.Errorf("max_output_bytes 5 asked for %d", b.got.MaxOutputBytes)
+	}
+
+	big := strings.Repeat("a", 20<<10)
+	b.res = &api.ExecResult{Stdout: big, Stderr: "warn\n", StdoutBase64: "YQ=="}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"session_id": "s", "command": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(res)
+	if n := strings.Count(string(raw), big); n != 1 {
+		t.Errorf("20 KiB of stdout travels %d times in the result, want once", n)
+	}
+	out = ExecOutput{}
+	sc, _ := json.Marshal(res.StructuredContent)
+	json.Unmarshal(sc, &out)
+	if !out.OutputInText || out.Stdout != "" || out.Stderr != "" || out.StdoutBase64 != "" {
+		t.Errorf("large output: structured %s; want output_in_text and no streams", sc)
+	}
+	if txt := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(txt, big) || !strings.Contains(txt, "stderr:\nwarn\n") {
+		t.Errorf("large output: the text content lacks the streams")
 	}
 }

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { EmptyResultSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const url = new URL(process.env.WARREN_MCP_URL ?? "");
 const key = process.env.WARREN_KEY ?? "";
@@ -102,6 +103,41 @@ await callError(client, "exec", { command: "true" }, "invalid_argument");
 
 // An unknown tool is a protocol error.
 await assert.rejects(client.callTool({ name: "no_such_tool", arguments: {} }));
+// An unknown method is a JSON-RPC error that reaches the call (-32601), not
+// a failed HTTP request.
+await assert.rejects(client.request({ method: "no/such/method", params: {} }, EmptyResultSchema), (err) => err.code === -32601, "an unknown method");
+
+// Every tool says whether it reads only, destroys, can be repeated, and
+// reaches outside its session.
+for (const t of tools) {
+  for (const hint of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]) {
+    assert.equal(typeof t.annotations?.[hint], "boolean", `${t.name}: ${hint}`);
+  }
+}
+
+// A long exec with a progress token hears how long it has run.
+const progress = [];
+r = await client.callTool({ name: "exec", arguments: { session_id: id, argv: ["sleep", "6"] } }, undefined,
+  { onprogress: (p) => progress.push(p), resetTimeoutOnProgress: true });
+assert.ok(!r.isError, text(r));
+assert.ok(progress.length >= 1 && progress[0].message.includes("exec running for"), JSON.stringify(progress));
+
+// Aborting a call (the SDK sends notifications/cancelled) stops its command:
+// the shell is free at once.
+const abort = new AbortController();
+const pending = client.callTool({ name: "exec", arguments: { session_id: id, command: "touch /tmp/started; sleep 120" } }, undefined, { signal: abort.signal });
+for (let i = 0; ; i++) {
+  const res = await client.callTool({ name: "list_files", arguments: { session_id: id, path: "/tmp" } });
+  if (!res.isError && res.structuredContent.entries.some((e) => e.name === "started")) break;
+  assert.ok(i < 300, "the long exec never started");
+  await new Promise((ok) => setTimeout(ok, 100));
+}
+abort.abort("changed my mind");
+await assert.rejects(pending);
+const before = Date.now();
+r = await call(client, "exec", { session_id: id, command: "echo free" });
+assert.equal(r.structuredContent.stdout, "free\n");
+assert.ok(Date.now() - before < 5000, `the shell was busy for ${Date.now() - before} ms after the cancel`);
 
 await call(client, "delete_session", { session_id: id });
 await callError(client, "get_session", { session_id: id }, "not_found");

@@ -8,12 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/internal/cli"
 	"github.com/warrenhq/warren/internal/daemon/daemontest"
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
 	testutil.SandboxMain()
+	if os.Getenv(asWarren) == "1" {
+		os.Exit(cli.Main(os.Args[1:]))
+	}
 	os.Exit(m.Run())
 }
 
