@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenhq/warren/api"
-	"github.com/warrenhq/warren/client"
 	warrenv1 "github.com/warrenhq/warren/api/gen/warren/v1"
 	"github.com/warrenhq/warren/api/gen/warren/v1/warrenv1connect"
 	"github.com/warrenhq/warren/api/gen/warren/v1/warrenv1grpc"
+	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/daemon/daemontest"
 )
 
