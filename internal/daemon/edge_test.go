@@ -246,3 +246,23 @@ func TestGRPCHealthAndUnknown(t *testing.T) {
 		t.Errorf("a JSON POST to an unknown path: %d %s, want REST's 404", r.status, r.body)
 	}
 }
+
+// TestOAuthDiscoveryAnswered: the OAuth steps an MCP host tries after a
+// 401 (metadata, then registration at /register) get a 404 whose message
+// says how to authenticate: the host shows that body to its user.
+func TestOAuthDiscoveryAnswered(t *testing.T) {
+	h := daemontest.Start(t, nil)
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/.well-known/oauth-protected-resource/mcp"},
+		{"GET", "/.well-known/oauth-authorization-server"},
+		{"POST", "/register"},
+	} {
+		r := as(t, h, http.Header{"Content-Type": {"application/json"}}, c.method, c.path, `{}`)
+		if r.status != http.StatusNotFound || r.err.Error.Code != "not_found" || !strings.Contains(r.err.Error.Message, "Authorization: Bearer <key>") {
+			t.Errorf("%s %s: %d %s, want 404 saying how to authenticate", c.method, c.path, r.status, r.body)
+		}
+	}
+	if r := as(t, h, nil, "GET", "/nope", ""); r.status != http.StatusNotFound || strings.Contains(r.err.Error.Message, "OAuth") {
+		t.Errorf("GET /nope: %d %s, want the plain 404", r.status, r.body)
+	}
+}

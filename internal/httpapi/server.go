@@ -223,8 +223,25 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		}})
 		return
 	}
+	if oauthPaths[r.URL.Path] || strings.HasPrefix(r.URL.Path, "/.well-known/oauth-") {
+		s.writeError(w, r, errNoOAuth)
+		return
+	}
 	s.writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 }
+
+// oauthPaths are where OAuth clients look for an authorization server
+// when no metadata names one (the MCP authorization spec's defaults).
+var oauthPaths = map[string]bool{"/register": true, "/authorize": true, "/token": true}
+
+// errNoOAuth answers OAuth discovery and registration. MCP hosts that meet
+// a 401 (mcp-remote, MCP Inspector in OAuth mode) start OAuth whatever the
+// challenge says, and show the body of the failing step ("Dynamic Client
+// Registration rejected (HTTP 404): ..."): this is where warren's word
+// reaches their users (docs/SECURITY.md).
+var errNoOAuth = errdefs.New(errdefs.ErrNotFound, "warren does not serve OAuth: authenticate with an API key or token, "+
+	"sent as the header Authorization: Bearer <key> (mcp-remote: --header \"Authorization: Bearer <key>\"); "+
+	"if you sent one, the daemon refused it: it is wrong, expired or revoked")
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateSessionRequest
