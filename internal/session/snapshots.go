@@ -213,7 +213,7 @@ func (m *Manager) copyLayers(ctx context.Context, e *entry, dir string, overlays
 	fctx, cancel := context.WithTimeout(ctx, freezeTimeout)
 	defer cancel()
 	if err := sb.Freeze(fctx); err != nil {
-		return total, 0, errdefs.New(errdefs.ErrUnavailable, "freeze the session's processes: %v", err)
+		return total, 0, errdefs.New(errdefs.ErrUnavailable, "freeze the session's processes: %w", err)
 	}
 	start := time.Now()
 	base := sb.IDs().HostID
