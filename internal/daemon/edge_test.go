@@ -258,7 +258,7 @@ func TestOAuthDiscoveryAnswered(t *testing.T) {
 		{"POST", "/register"},
 	} {
 		r := as(t, h, http.Header{"Content-Type": {"application/json"}}, c.method, c.path, `{}`)
-		if r.status != http.StatusNotFound || r.err.Error.Code != "not_found" || !strings.Contains(r.err.Error.Message, "Authorization: Bearer <key>") {
+		if r.status != http.StatusNotFound || r.err.Error.Code != "not_found" || !strings.Contains(r.err.Error.Message, "'Authorization: Bearer KEY'") || strings.ContainsAny(string(r.body), `<>\`) {
 			t.Errorf("%s %s: %d %s, want 404 saying how to authenticate", c.method, c.path, r.status, r.body)
 		}
 	}

@@ -239,8 +239,11 @@ var oauthPaths = map[string]bool{"/register": true, "/authorize": true, "/token"
 // challenge says, and show the body of the failing step ("Dynamic Client
 // Registration rejected (HTTP 404): ..."): this is where warren's word
 // reaches their users (docs/SECURITY.md).
-var errNoOAuth = errdefs.New(errdefs.ErrNotFound, "warren does not serve OAuth: authenticate with an API key or token, "+
-	"sent as the header Authorization: Bearer <key> (mcp-remote: --header \"Authorization: Bearer <key>\"); "+
+//
+// The text has no quotes or angle brackets: JSON escapes them, and hosts
+// show the body as it came.
+var errNoOAuth = errdefs.New(errdefs.ErrNotFound, "warren does not serve OAuth: authenticate with an API key or token "+
+	"in the header 'Authorization: Bearer KEY' (mcp-remote: --header 'Authorization: Bearer KEY'); "+
 	"if you sent one, the daemon refused it: it is wrong, expired or revoked")
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
