@@ -173,8 +173,9 @@ func (s *Server) Routes() []string {
 // transport claims.
 func (s *Server) Mount(mux *http.ServeMux) { mux.Handle("/", s.routed()) }
 
-// Handler is the API on its own, behind the edge's request ids and access
-// log, as the daemon serves it.
+// Handler is the API on its own behind the edge's request ids and access
+// log (tests, embedding); the daemon mounts it beside the other transports
+// with Mount instead.
 func (s *Server) Handler() http.Handler { return s.edge.Observe(s.routed()) }
 
 // routed is the API with its middleware: panics become 500 envelopes,
