@@ -19,8 +19,8 @@ import (
 // (session.RequestID) for the calls that follow; on a refusal it still
 // carries the request id, for the audit record. Its errors are classified:
 // unauthenticated, or resource_exhausted with a retry delay. Every
-// transport calls it before it decodes a call, answers a refusal in its
-// own protocol after Refuse.
+// transport calls it before it decodes a call; on a refusal it calls
+// Refuse, then answers in its own protocol.
 func (e *Edge) Admit(r *http.Request) (context.Context, error) {
 	ctx := r.Context()
 	c := callOf(ctx)
