@@ -4,7 +4,7 @@ BIN     := bin/warren
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/warrenhq/warren/internal/daemon.Version=$(VERSION)
 
-.PHONY: build agent run test test-short bench vet fmt doctor clean proto
+.PHONY: build agent run test test-short bench vet lint fmt doctor clean proto
 
 # A static binary: no cgo, nothing to install next to it.
 build: agent
@@ -45,6 +45,12 @@ bench: agent
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt needed"; exit 1)
+
+# staticcheck (tools/go.mod), tests included. A finding that is intended is
+# silenced where it is, with the reason: a //lint:ignore comment on the
+# line, or a staticcheck.conf in the package's directory.
+lint:
+	$(GO) tool -modfile=tools/go.mod staticcheck ./...
 
 # Regenerate the RPC API's Go code under api/gen from api/proto: buf lint,
 # then buf generate with local plugins, every tool from tools/go.mod (no

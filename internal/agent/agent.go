@@ -51,6 +51,7 @@ func Main() {
 	// Not dumpable: no sandboxed process may open /proc/1/fd, /proc/1/mem
 	// or ptrace the agent, even with the same uid.
 	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	//lint:ignore SA4023 run returns only when the agent cannot go on, always with the reason.
 	if err := run(); err != nil {
 		fmt.Fprintf(os.Stderr, "warren agent: %v\n", err)
 		os.Exit(1)

@@ -18,16 +18,21 @@ import (
 
 // Record is one audited call.
 type Record struct {
-	Time       time.Time `json:"time"`
-	Tenant     string    `json:"tenant,omitempty"`
-	KeyID      string    `json:"key_id,omitempty"`
-	Subject    string    `json:"subject,omitempty"` // a JWT's sub
-	Session    string    `json:"session,omitempty"`
-	Op         string    `json:"op"`               // such as "POST /v1/sessions/{id}/exec"
-	Target     string    `json:"target,omitempty"` // a file path, a process or key id; never contents
-	Status     int       `json:"status"`
-	Outcome    string    `json:"outcome"` // "ok" or the error's code
-	DurationMs float64   `json:"duration_ms"`
+	Time    time.Time `json:"time"`
+	Tenant  string    `json:"tenant,omitempty"`
+	KeyID   string    `json:"key_id,omitempty"`
+	Subject string    `json:"subject,omitempty"` // a JWT's sub
+	Session string    `json:"session,omitempty"`
+	Op      string    `json:"op"`               // such as "POST /v1/sessions/{id}/exec"
+	Target  string    `json:"target,omitempty"` // a file path, a process or key id; never contents
+	// Status is the HTTP status REST answered; 0 for the calls of other
+	// transports (gRPC, MCP), which answer none of their own.
+	Status int `json:"status,omitempty"`
+	// Outcome is "ok" or the class of the call's error (errdefs: such as
+	// "not_found", "unauthenticated", "canceled"), alike on every
+	// transport.
+	Outcome    string  `json:"outcome"`
+	DurationMs float64 `json:"duration_ms"`
 }
 
 // DefaultMaxBytes is when the log rotates: the current file becomes

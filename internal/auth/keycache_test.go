@@ -10,7 +10,7 @@ import (
 func TestKeyCache(t *testing.T) {
 	a, keys, clock := newAuth(t, Config{})
 	exp := clock.Now().Add(time.Hour)
-	plaintext, k := mustCreateKey(t, a, "acme", false, &exp)
+	plaintext, _ := mustCreateKey(t, a, "acme", false, &exp)
 	auth := func() error {
 		_, err := a.Authenticate(t.Context(), req(nil, bearer(plaintext)))
 		return err
@@ -38,7 +38,7 @@ func TestKeyCache(t *testing.T) {
 	}
 
 	// Revoked while cached: refused at once, and its tokens with it.
-	plaintext, k = mustCreateKey(t, a, "acme", false, nil)
+	plaintext, k := mustCreateKey(t, a, "acme", false, nil)
 	if err := auth(); err != nil {
 		t.Fatal(err)
 	}

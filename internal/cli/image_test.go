@@ -174,7 +174,7 @@ func TestRunImageCommand(t *testing.T) {
 		t.Errorf("calls = %+v, want the image's entrypoint and cmd as argv", calls)
 	}
 	// An image without a command, or "--" with nothing after it, is an error.
-	f, srv = newFakeAPI(t, map[string]reply{"GET /v1/images/none": {status: 200, body: `{"name":"none"}`}})
+	_, srv = newFakeAPI(t, map[string]reply{"GET /v1/images/none": {status: 200, body: `{"name":"none"}`}})
 	if _, stderr, code := runCLI(t, srv, "", "run", "--image", "none"); code != 1 || !strings.Contains(stderr, "no entrypoint or cmd") {
 		t.Errorf("run --image none = exit %d, stderr %q", code, stderr)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/cgroup"
+	"github.com/warrenhq/warren/internal/cleanup"
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/httpapi"
@@ -39,18 +40,22 @@ var Version = "dev"
 
 // Daemon is a running warren daemon.
 type Daemon struct {
-	cfg       config.Config
-	rt        *sandbox.Runtime
-	log       *slog.Logger
-	lock      *os.File
-	store     *store.SQLite
-	images    *image.Store
-	cgroups   *cgroup.Hierarchy
-	layers    *quota.Layers
-	manager   *session.Manager
-	api       *httpapi.Server
-	origins   *edge.Origins // cors_origins: browser origins besides the daemon's own
-	audit     *audit.Log
+	cfg     config.Config
+	rt      *sandbox.Runtime
+	log     *slog.Logger
+	lock    *os.File
+	store   *store.SQLite
+	images  *image.Store
+	cgroups *cgroup.Hierarchy
+	layers  *quota.Layers
+	manager *session.Manager
+	api     *httpapi.Server
+	edge    *edge.Edge
+	origins *edge.Origins // cors_origins: browser origins besides the daemon's own
+	audit   *audit.Log
+	tenants *tenantLimits
+	// handler serves every transport on the one port (transports.go).
+	handler   http.Handler
 	ln        net.Listener
 	srv       *http.Server
 	pprof     *http.Server // the profiler, if configured
@@ -69,10 +74,12 @@ type Daemon struct {
 }
 
 // New prepares a daemon: it takes the data directory, opens the store and
-// image store, recovers from a previous run and binds the listen address
-// (first of all, so that a busy port fails before anything is written).
-// On error everything acquired so far is released.
-func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, err error) {
+// image store, starts the sandbox runtime and the session manager (which
+// recovers from a previous run) and sets up the edge and the transports,
+// having bound the listen address first of all (so that a busy port fails
+// before anything is written). On error everything acquired so far is
+// released, in reverse order.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -80,49 +87,79 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 	if err != nil {
 		return nil, fmt.Errorf("cors_origins: %w", err)
 	}
-	d = &Daemon{cfg: cfg, log: log, origins: origins}
-	// The error returns set d to nil: release what this one holds.
-	held := d
-	defer func() {
-		if err != nil {
-			held.release()
-			if held.ln != nil {
-				held.ln.Close()
-			}
-		}
-	}()
+	d := &Daemon{cfg: cfg, log: log, origins: origins}
+	c := cleanup.Make(d.release)
+	defer c.Clean()
 	// Bind first: a busy port fails before anything is created or
 	// printed (no data directory, no admin key). Connections that arrive
 	// during recovery wait in the backlog until Serve.
-	if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	if err := d.listen(); err != nil {
+		return nil, err
 	}
+	c.Add(func() { d.ln.Close() })
+	if err := d.takeDataDir(); err != nil {
+		return nil, err
+	}
+	if err := d.openStores(); err != nil {
+		return nil, err
+	}
+	if err := d.startRuntime(); err != nil {
+		return nil, err
+	}
+	if err := d.startManager(ctx); err != nil {
+		return nil, err
+	}
+	// From here a failure stops the sessions Recover adopted.
+	c.Add(func() { d.manager.Close(ctx) })
+	if err := d.openEdge(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.mountTransports(); err != nil {
+		return nil, err
+	}
+	c.Release()
+	return d, nil
+}
+
+// takeDataDir creates the data directory and locks it for this daemon.
+func (d *Daemon) takeDataDir() error {
 	// 0711: sandboxes' roots are unprivileged host users that must pass
 	// through (never list) the data directory to reach their own layers.
-	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
+	if err := os.MkdirAll(d.cfg.DataDir, 0o711); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
 	}
-	if err := os.Chmod(cfg.DataDir, 0o711); err != nil {
-		return nil, err
+	if err := os.Chmod(d.cfg.DataDir, 0o711); err != nil {
+		return err
 	}
-	d.lock, err = lockDir(cfg.DataDir)
-	if err != nil {
-		return nil, err
+	var err error
+	d.lock, err = lockDir(d.cfg.DataDir)
+	return err
+}
+
+// openStores opens the state store and the image store, with the base
+// image ready.
+func (d *Daemon) openStores() error {
+	var err error
+	if d.store, err = store.Open(filepath.Join(d.cfg.DataDir, "warren.db")); err != nil {
+		return err
 	}
-	d.store, err = store.Open(filepath.Join(cfg.DataDir, "warren.db"))
-	if err != nil {
-		return nil, err
-	}
-	d.images, err = image.Open(filepath.Join(cfg.DataDir, "images"))
-	if err != nil {
-		return nil, err
+	if d.images, err = image.Open(filepath.Join(d.cfg.DataDir, "images")); err != nil {
+		return err
 	}
 	if _, err := d.images.EnsureBase(); err != nil {
-		return nil, fmt.Errorf("prepare the base image: %w", err)
+		return fmt.Errorf("prepare the base image: %w", err)
 	}
-	d.cgroups, err = cgroup.Detect(cfg.CgroupParent)
-	if err != nil {
-		return nil, err
+	return nil
+}
+
+// startRuntime detects the cgroups, decides what isolation this host
+// allows (user namespaces, seccomp, disk quotas) and starts the sandbox
+// runtime.
+func (d *Daemon) startRuntime() error {
+	cfg, log := d.cfg, d.log
+	var err error
+	if d.cgroups, err = cgroup.Detect(cfg.CgroupParent); err != nil {
+		return err
 	}
 	if cfg.CgroupFavorDynMods {
 		if point, changed, err := cgroup.FavorDynMods(true); err != nil {
@@ -134,19 +171,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 	opts := sandbox.Options{UserNS: true}
 	if err := sandbox.ProbeUserNS(filepath.Join(cfg.DataDir, "images")); err != nil {
 		if !cfg.AllowNoUserNS {
-			return nil, fmt.Errorf("sandboxes cannot run in user namespaces here (%v); run `warren doctor`, or pass --allow-no-userns to run sandboxed code as an unprivileged host user instead", err)
+			return fmt.Errorf("sandboxes cannot run in user namespaces here (%v); run `warren doctor`, or pass --allow-no-userns to run sandboxed code as an unprivileged host user instead", err)
 		}
 		log.Warn("running without user namespaces: sandboxed code runs as an unprivileged host user", "reason", err)
 		opts.UserNS = false
 	}
-	opts.Seccomp, _, err = sandbox.Seccomp(opts.UserNS, d.cgroups.Version())
-	if err != nil {
-		return nil, fmt.Errorf("compile the seccomp filter: %w", err)
+	if opts.Seccomp, _, err = sandbox.Seccomp(opts.UserNS, d.cgroups.Version()); err != nil {
+		return fmt.Errorf("compile the seccomp filter: %w", err)
 	}
 	if !cfg.NoDiskQuota {
-		d.layers, err = quota.Open(cfg.DataDir, quota.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("open the layer store for disk limits (%w); pass --no-disk-quota to run without disk limits", err)
+		if d.layers, err = quota.Open(cfg.DataDir, quota.Options{}); err != nil {
+			return fmt.Errorf("open the layer store for disk limits (%w); pass --no-disk-quota to run without disk limits", err)
 		}
 		opts.Layers = d.layers
 	}
@@ -157,74 +192,73 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (d *Daemon, e
 			opts.Program = ""
 		}
 	}
-	rt, err := sandbox.NewRuntime(filepath.Join(cfg.DataDir, "sessions"), d.cgroups, opts)
-	if err != nil {
-		return nil, err
-	}
-	d.rt = rt
-	defer func() {
-		if err != nil {
-			rt.Close()
-		}
-	}()
-	tenants := newTenantLimits(d.store, cfg.Auth.TenantDefaults)
+	d.rt, err = sandbox.NewRuntime(filepath.Join(cfg.DataDir, "sessions"), d.cgroups, opts)
+	return err
+}
+
+// startManager makes the session manager with its tenants' limits,
+// layers, metrics and readiness check, and recovers the sessions of a
+// previous run.
+func (d *Daemon) startManager(ctx context.Context) error {
+	d.tenants = newTenantLimits(d.store, d.cfg.Auth.TenantDefaults)
 	layers, err := d.openLayers()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The metrics hear of Recover's actions, so they come first.
 	d.metrics = metrics.New(prometheus.NewRegistry())
-	d.manager = session.NewManager(cfg.Session, session.Deps{Store: d.store, Runtime: sandbox.ForSessions(rt), Images: d.images,
-		Tenants: tenants, Observer: d.metrics, Layers: layers, Log: log})
+	d.manager = session.NewManager(d.cfg.Session, session.Deps{Store: d.store, Runtime: sandbox.ForSessions(d.rt), Images: d.images,
+		Tenants: d.tenants, Observer: d.metrics, Layers: layers, Log: d.log})
 	if err := d.metrics.WatchSessions(d.manager); err != nil {
-		return nil, err
+		return err
 	}
 	d.ready = &readiness{store: d.store, cgroups: d.cgroups, manager: d.manager, stopping: &d.stopping}
-	if err := d.manager.Recover(ctx); err != nil {
-		return nil, err
-	}
+	return d.manager.Recover(ctx)
+}
+
+// openEdge sets up what every transport passes through: authentication
+// (with the first admin key on a first start), the rate limit and the
+// audit log.
+func (d *Daemon) openEdge(ctx context.Context) error {
 	var authn *auth.Authenticator
-	if cfg.Auth.Disabled {
-		log.Warn("authentication is off: every caller is the admin of tenant " + httpapi.DefaultTenant)
+	if d.cfg.Auth.Disabled {
+		d.log.Warn("authentication is off: every caller is the admin of tenant " + edge.DefaultTenant)
 	} else {
-		jwt, err := cfg.Auth.JWT()
+		jwt, err := d.cfg.Auth.JWT()
 		if err != nil {
-			d.manager.Close(ctx)
-			return nil, err
+			return err
 		}
 		if authn, err = auth.New(auth.Config{Keys: d.store, JWT: jwt}); err != nil {
-			d.manager.Close(ctx)
-			return nil, err
+			return err
 		}
-		if d.adminKey, err = bootstrapAdminKey(ctx, d.store, cfg.DataDir); err != nil {
-			d.manager.Close(ctx)
-			return nil, err
+		if d.adminKey, err = bootstrapAdminKey(ctx, d.store, d.cfg.DataDir); err != nil {
+			return err
 		}
 		if d.adminKey != "" {
-			log.Info("created the first admin key", "file", filepath.Join(cfg.DataDir, AdminKeyFile), "tenant", BootstrapTenant)
+			d.log.Info("created the first admin key", "file", filepath.Join(d.cfg.DataDir, AdminKeyFile), "tenant", BootstrapTenant)
 		}
 	}
-	if d.audit, err = audit.Open(filepath.Join(cfg.DataDir, "audit.log")); err != nil {
-		d.manager.Close(ctx)
-		return nil, err
+	var err error
+	if d.audit, err = audit.Open(filepath.Join(d.cfg.DataDir, "audit.log")); err != nil {
+		return err
 	}
-	d.api = httpapi.New(httpapi.Config{
-		Manager:       d.manager,
-		Images:        d.images,
-		Log:           log,
-		Version:       Version,
-		CgroupMode:    fmt.Sprintf("v%d", d.cgroups.Version()),
-		Auth:          authn,
-		Tenants:       d.store,
-		TenantChanged: tenants.forget,
-		Audit:         d.audit,
-		RateLimit:     cfg.Auth.RateLimit,
-		RateBurst:     cfg.Auth.RateBurst,
-		Metrics:       d.metrics.Handler(),
-		Ready:         d.ready.check,
-		Origins:       origins,
+	d.edge = edge.New(edge.Config{
+		Auth:      authn,
+		Audit:     d.audit,
+		RateLimit: d.cfg.Auth.RateLimit,
+		RateBurst: d.cfg.Auth.RateBurst,
+		Log:       d.log,
 	})
-	return d, nil
+	return nil
+}
+
+// listen binds the API's address.
+func (d *Daemon) listen() error {
+	var err error
+	if d.ln, err = net.Listen("tcp", d.cfg.Listen); err != nil {
+		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
+	}
+	return nil
 }
 
 // lockDir makes sure one daemon at a time uses a data directory.
@@ -254,7 +288,7 @@ func (d *Daemon) Manager() *session.Manager { return d.manager }
 func (d *Daemon) Metrics() *metrics.Metrics { return d.metrics }
 
 // Handler returns the API handler.
-func (d *Daemon) Handler() http.Handler { return d.handler() }
+func (d *Daemon) Handler() http.Handler { return d.handler }
 
 // API returns the API server.
 func (d *Daemon) API() *httpapi.Server { return d.api }
@@ -269,7 +303,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	d.srv = &http.Server{
-		Handler:           d.handler(),
+		Handler:           d.handler,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

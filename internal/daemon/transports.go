@@ -1,20 +1,44 @@
 package daemon
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/warrenhq/warren/internal/edge"
+	"github.com/warrenhq/warren/internal/grpcapi"
+	"github.com/warrenhq/warren/internal/httpapi"
+	"github.com/warrenhq/warren/internal/mcpapi"
 )
 
-// handler is everything the daemon serves on its one port: the REST API at
-// the root, and the other transports (gRPC/Connect, MCP) on their own paths
-// beside it. Every transport authenticates through the REST server's Admit
-// and calls the same session manager, and every request gets a request id
-// and an access-log line (httpapi's Observe).
-func (d *Daemon) handler() http.Handler {
+// mountTransports builds everything the daemon serves on its one port,
+// each transport mounted on one mux behind the one edge: REST at the root,
+// gRPC/gRPC-Web/Connect (warren.v1, reflection, grpc.health.v1) and MCP
+// (Streamable HTTP at /mcp) on their own paths beside it. Every request
+// gets a request id and an access-log line from the edge; every transport
+// admits its callers and audits through it and calls the same session
+// manager. gRPC needs HTTP/2, which the daemon's server speaks in
+// cleartext (h2c) beside HTTP/1.1.
+func (d *Daemon) mountTransports() error {
+	d.api = httpapi.New(httpapi.Config{
+		Manager:       d.manager,
+		Images:        d.images,
+		Log:           d.log,
+		Version:       Version,
+		CgroupMode:    fmt.Sprintf("v%d", d.cgroups.Version()),
+		Edge:          d.edge,
+		Tenants:       d.store,
+		TenantChanged: d.tenants.forget,
+		Metrics:       d.metrics.Handler(),
+		Ready:         d.ready.check,
+		Origins:       d.origins,
+	})
 	mux := http.NewServeMux()
-	mux.Handle("/", d.api.Handler())
-	d.grpcRoutes(mux)
-	d.mcpRoutes(mux)
-	return d.api.Observe(edge.CORS(d.origins, mux)) // browsers of cors_origins, on every transport
+	d.api.Mount(mux)
+	grpcapi.New(grpcapi.Config{Manager: d.manager, Edge: d.edge, Log: d.log, Ready: d.ready.check}).Mount(mux)
+	if err := mcpapi.Mount(mux, d.edge, d.manager, mcpapi.MountOptions{Version: Version, Log: d.log, AllowedHosts: d.cfg.MCPHosts()}); err != nil {
+		return err
+	}
+	// Browsers of cors_origins, on every transport.
+	d.handler = d.edge.Observe(edge.CORS(d.origins, grpcapi.Unrouted(mux)))
+	return nil
 }

@@ -1,7 +1,14 @@
 // Package errdefs defines warren's error classes. Every layer wraps its
 // errors with one of these classes; each transport maps a class to its own
-// status (HTTP status and envelope code, later Connect code and MCP error) in
-// exactly one place. Callers classify with errors.Is, never by message text.
+// status (HTTP status and envelope code, Connect code, MCP tool error) in
+// exactly one place. Callers classify with ClassOf and Is, never by message
+// text.
+//
+// An error's class is the outermost one on its chain (as containerd/errdefs
+// resolves it): New(ErrUnavailable, "start the sandbox: %w", cause) is
+// unavailable whatever cause's class, and cause stays reachable through
+// errors.Is and errors.As. Wrapping with %w never needs flattening with %v
+// to change the class.
 package errdefs
 
 import (
@@ -28,11 +35,17 @@ var (
 	ErrResourceExhausted = &Class{"resource_exhausted"}
 	ErrUnavailable       = &Class{"unavailable"}
 	ErrInternal          = &Class{"internal"}
+	// ErrCanceled is a call whose caller went away (hung up, or cancelled
+	// it) before the answer. Nobody reads its answer; it exists so that the
+	// access log, the audit log and the metrics say what happened instead
+	// of "internal". It is never given to a caller that is still there.
+	ErrCanceled = &Class{"canceled"}
 )
 
 var classes = []*Class{
 	ErrInvalidArgument, ErrUnauthenticated, ErrPermissionDenied, ErrNotFound,
 	ErrConflict, ErrTooLarge, ErrResourceExhausted, ErrUnavailable, ErrInternal,
+	ErrCanceled,
 }
 
 // classified is an error with a class and a human sentence.
@@ -66,14 +79,42 @@ func WithRetryAfter(c *Class, after time.Duration, format string, args ...any) e
 	return &classified{class: c, msg: fmt.Sprintf(format, args...), retryAfter: after}
 }
 
-// ClassOf returns the class of err, or ErrInternal when err carries none.
+// ClassOf returns the class of err: the outermost class on its chain, or
+// ErrInternal when err carries none.
 func ClassOf(err error) *Class {
-	for _, c := range classes {
-		if errors.Is(err, c) {
-			return c
-		}
+	if c := resolve(err); c != nil {
+		return c
 	}
 	return ErrInternal
+}
+
+// Classified reports whether err carries a class at all (ErrInternal
+// included), as opposed to being internal for want of one.
+func Classified(err error) bool { return resolve(err) != nil }
+
+// resolve walks err's chain from the outside in and returns the first class
+// it meets, nil if none. A joined error's branches are searched in order.
+func resolve(err error) *Class {
+	for err != nil {
+		switch e := err.(type) {
+		case *classified:
+			return e.class
+		case *Class:
+			return e
+		case interface{ Unwrap() []error }:
+			for _, b := range e.Unwrap() {
+				if c := resolve(b); c != nil {
+					return c
+				}
+			}
+			return nil
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // FromCode returns the class with the given envelope code, or ErrInternal.
@@ -95,5 +136,6 @@ func RetryAfter(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// Is reports whether err belongs to class c.
-func Is(err error, c *Class) bool { return errors.Is(err, c) }
+// Is reports whether err's class (the outermost, as ClassOf) is c. An
+// unclassified error is of no class, not even ErrInternal.
+func Is(err error, c *Class) bool { return resolve(err) == c }

@@ -40,3 +40,40 @@ func TestClasses(t *testing.T) {
 		t.Errorf("RetryAfter of a plain error must be absent")
 	}
 }
+
+// TestOutermostClass: wrapping a classified cause in another class
+// re-classifies it; the cause stays reachable.
+func TestOutermostClass(t *testing.T) {
+	cause := New(ErrInvalidArgument, "unknown user %q", "bob")
+	tests := []struct {
+		name string
+		err  error
+		want *Class
+	}{
+		{"plain", cause, ErrInvalidArgument},
+		{"wrapped in unavailable", New(ErrUnavailable, "could not start the sandbox: %w", cause), ErrUnavailable},
+		{"fmt wrap over a class", fmt.Errorf("create: %w", New(ErrUnavailable, "start: %w", cause)), ErrUnavailable},
+		{"class value wrapped", fmt.Errorf("x: %w", ErrConflict), ErrConflict},
+		{"joined, first classified branch", errors.Join(io.EOF, New(ErrNotFound, "gone"), cause), ErrNotFound},
+		{"retry-after over a cause", fmt.Errorf("y: %w", WithRetryAfter(ErrResourceExhausted, time.Second, "slow")), ErrResourceExhausted},
+		{"unclassified", fmt.Errorf("z: %w", io.EOF), ErrInternal},
+	}
+	for _, tc := range tests {
+		if got := ClassOf(tc.err); got != tc.want {
+			t.Errorf("%s: ClassOf(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+		if !Is(tc.err, tc.want) && tc.want != ErrInternal {
+			t.Errorf("%s: Is(%v, %v) = false", tc.name, tc.err, tc.want)
+		}
+	}
+	outer := New(ErrUnavailable, "could not start the sandbox: %w", cause)
+	if Is(outer, ErrInvalidArgument) {
+		t.Errorf("Is(outer, invalid_argument) = true: the inner class must not show through")
+	}
+	if !errors.Is(outer, cause) || outer.Error() != `could not start the sandbox: unknown user "bob"` {
+		t.Errorf("the cause must stay reachable and in the text: %v", outer)
+	}
+	if Classified(io.EOF) || !Classified(New(ErrInternal, "bug")) || Is(io.EOF, ErrInternal) {
+		t.Errorf("Classified/Is of ErrInternal: an unclassified error has no class")
+	}
+}

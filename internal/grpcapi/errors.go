@@ -38,6 +38,8 @@ func codeOf(c *errdefs.Class) connect.Code {
 		return connect.CodeResourceExhausted
 	case errdefs.ErrUnavailable:
 		return connect.CodeUnavailable
+	case errdefs.ErrCanceled:
+		return connect.CodeCanceled
 	}
 	return connect.CodeInternal
 }
@@ -56,11 +58,11 @@ func connectError(err error) *connect.Error {
 		return ce // mapped already
 	}
 	var ce *connect.Error
-	if errors.As(err, &ce) && !isClassified(err) {
+	if errors.As(err, &ce) && !errdefs.Classified(err) {
 		return ce
 	}
 	c := errdefs.ClassOf(err)
-	if c == errdefs.ErrInternal && !isClassified(err) {
+	if !errdefs.Classified(err) {
 		// The caller gave up or ran out of time: say so, not "internal".
 		switch {
 		case errors.Is(err, context.Canceled):
@@ -78,11 +80,6 @@ func connectError(err error) *connect.Error {
 		out.AddDetail(detail)
 	}
 	return out
-}
-
-// isClassified reports whether err carries a warren error class.
-func isClassified(err error) bool {
-	return errors.Is(err, errdefs.ErrInternal) || errdefs.ClassOf(err) != errdefs.ErrInternal
 }
 
 // jsonCodec is connect's JSON codec with REST's field names: responses

@@ -27,6 +27,7 @@ func TestConnectError(t *testing.T) {
 		{errdefs.ErrResourceExhausted, connect.CodeResourceExhausted},
 		{errdefs.ErrUnavailable, connect.CodeUnavailable},
 		{errdefs.ErrInternal, connect.CodeInternal},
+		{errdefs.ErrCanceled, connect.CodeCanceled},
 	}
 	for _, tc := range tests {
 		t.Run(tc.class.String(), func(t *testing.T) {

@@ -2,10 +2,12 @@ package grpcapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -14,8 +16,8 @@ import (
 
 	warrenv1 "github.com/warrenhq/warren/api/gen/warren/v1"
 	"github.com/warrenhq/warren/api/gen/warren/v1/warrenv1connect"
+	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/errdefs"
-	"github.com/warrenhq/warren/internal/httpapi"
 	"github.com/warrenhq/warren/internal/session"
 )
 
@@ -25,10 +27,13 @@ const DefaultMaxMessageBytes = 16 << 20
 // Config configures a Server.
 type Config struct {
 	Manager *session.Manager
-	// API is the REST server, whose Admit authenticates and rate-limits
-	// every call and whose Record writes the audit log.
-	API *httpapi.Server
-	Log *slog.Logger
+	// Edge admits every call (authentication, rate limit), knows its
+	// caller and writes the audit log.
+	Edge *edge.Edge
+	Log  *slog.Logger
+	// Ready says whether the daemon takes new work, for grpc.health.v1;
+	// nil is always.
+	Ready func(ctx context.Context) error
 	// MaxMessageBytes caps one request message (default 16 MiB): the
 	// data of a unary WriteFile or WriteStdin, an exec's stdin. Larger
 	// files go through WriteFileStream, up to the manager's file limit.
@@ -37,9 +42,10 @@ type Config struct {
 
 // Server is the RPC API.
 type Server struct {
-	m   *session.Manager
-	api *httpapi.Server
-	log *slog.Logger
+	m     *session.Manager
+	edge  *edge.Edge
+	log   *slog.Logger
+	ready func(ctx context.Context) error
 	// opts apply to every service handler.
 	opts []connect.HandlerOption
 	// errw answers the calls Admit refuses, in the caller's protocol.
@@ -58,7 +64,10 @@ func New(cfg Config) *Server {
 	if cfg.MaxMessageBytes == 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	s := &Server{m: cfg.Manager, api: cfg.API, log: cfg.Log, mutating: mutatingProcedures()}
+	if cfg.Edge == nil {
+		cfg.Edge = edge.New(edge.Config{Log: cfg.Log})
+	}
+	s := &Server{m: cfg.Manager, edge: cfg.Edge, log: cfg.Log, ready: cfg.Ready, mutating: mutatingProcedures()}
 	s.opts = []connect.HandlerOption{
 		connect.WithCodec(jsonCodec{name: "json"}),
 		connect.WithCodec(jsonCodec{name: "json; charset=utf-8"}),
@@ -71,9 +80,10 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Mount registers the services on mux, each behind Admit, and server
-// reflection (v1 and v1alpha) without authentication: like the OpenAPI
-// document, it only describes the API.
+// Mount registers the services on mux, each behind the edge's Admit, and
+// without authentication server reflection (v1 and v1alpha; like the
+// OpenAPI document, it only describes the API) and grpc.health.v1 (like
+// /readyz, for probes that carry no key).
 func (s *Server) Mount(mux *http.ServeMux) {
 	admitted := func(pattern string, h http.Handler) { mux.Handle(pattern, s.admit(h)) }
 	admitted(warrenv1connect.NewSessionServiceHandler(sessions{s}, s.opts...))
@@ -83,6 +93,7 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	reflector := grpcreflect.NewStaticReflector(serviceNames()...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(s.healthHandler())
 }
 
 // serviceNames are the fully qualified names of the services served.
@@ -95,22 +106,17 @@ func serviceNames() []string {
 	}
 }
 
-// admit authenticates every call and applies its caller's rate limit
-// before the connect handler sees it; the handler finds the caller with
-// httpapi.IdentityOf. A refused call gets its error in the caller's
-// protocol, and an unauthenticated attempt at a mutating call is audited,
-// as REST does.
+// admit passes every call through the edge's admission (authentication,
+// rate limit) before the connect handler sees it; the handler finds the
+// caller with edge.IdentityOf. A refused call gets its error in the
+// caller's protocol, and an unauthenticated attempt at a mutating call is
+// audited, as on every transport.
 func (s *Server) admit(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ctx, err := s.api.Admit(r)
+		ctx, err := s.edge.Admit(r)
 		if err != nil {
-			if errdefs.Is(err, errdefs.ErrUnauthenticated) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
-				if s.mutating[r.URL.Path] {
-					s.api.Record(ctx, "grpc "+path.Base(r.URL.Path), "", "", err, start)
-				}
-			}
+			s.edge.Refuse(ctx, w, r, err, "grpc "+path.Base(r.URL.Path), "", s.mutating[r.URL.Path], start)
 			s.errw.Write(w, r, connectError(err))
 			return
 		}
@@ -118,16 +124,9 @@ func (s *Server) admit(h http.Handler) http.Handler {
 	})
 }
 
-// tenant is the tenant the caller acts for.
-func tenant(ctx context.Context) string {
-	id := httpapi.IdentityOf(ctx)
-	if id == nil {
-		// Every service sits behind admit; a call without an identity is
-		// a wiring bug, never a reason to act for "every tenant" ("").
-		panic("grpcapi: a call reached a handler without passing Admit")
-	}
-	return id.Tenant
-}
+// tenant is the tenant the caller acts for (every service sits behind
+// admit).
+func tenant(ctx context.Context) string { return edge.TenantOf(ctx) }
 
 // recovered answers a handler's panic with an internal error.
 func (s *Server) recovered(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
@@ -202,7 +201,7 @@ func (i auditInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if c, ok := responseMsg(resp).(*warrenv1.CreateSessionResponse); ok {
 			sess = c.GetSession().GetId() // the id may be the daemon's choice
 		}
-		i.s.api.Record(ctx, "grpc "+path.Base(req.Spec().Procedure), sess, target, err, start)
+		i.s.edge.Record(ctx, "grpc "+path.Base(req.Spec().Procedure), sess, target, err, start)
 		return resp, err
 	}
 }
@@ -220,7 +219,7 @@ func (i auditInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 		fc := &firstReceived{StreamingHandlerConn: conn}
 		err := next(ctx, fc)
 		sess, target := auditFields(fc.first)
-		i.s.api.Record(ctx, "grpc "+path.Base(conn.Spec().Procedure), sess, target, err, start)
+		i.s.edge.Record(ctx, "grpc "+path.Base(conn.Spec().Procedure), sess, target, err, start)
 		return err
 	}
 }
@@ -266,9 +265,24 @@ func auditFields(msg any) (sess, target string) {
 }
 
 // requireAdmin refuses a call that only administrators may make.
-func requireAdmin(ctx context.Context, what string) error {
-	if id := httpapi.IdentityOf(ctx); id != nil && id.Admin {
-		return nil
-	}
-	return errdefs.New(errdefs.ErrPermissionDenied, "%s needs an admin key", what)
+func requireAdmin(ctx context.Context, what string) error { return edge.RequireAdmin(ctx, what) }
+
+// Unrouted answers a request in a gRPC protocol (content type
+// application/grpc, application/grpc-web, application/connect+…) whose
+// procedure mux does not serve with Unimplemented in that protocol, as a
+// gRPC server does, and passes every other request on to mux. Without it
+// the call would reach REST at the root and get a JSON 404 that no gRPC
+// client can read.
+func Unrouted(mux *http.ServeMux) http.Handler {
+	errw := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		if strings.HasPrefix(ct, "application/grpc") || strings.HasPrefix(ct, "application/connect+") {
+			if _, p := mux.Handler(r); (p == "" || p == "/") && errw.IsSupported(r) {
+				errw.Write(w, r, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("no such procedure: %s", r.URL.Path)))
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/auth"
+	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
@@ -25,7 +26,7 @@ func toAPIKey(k *auth.Key) api.Key {
 }
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Auth == nil {
+	if s.edge.Authenticator() == nil {
 		s.writeError(w, r, errNoAuth)
 		return
 	}
@@ -56,7 +57,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		t := time.Now().Add(time.Duration(req.ExpiresInSeconds) * time.Second)
 		expires = &t
 	}
-	secret, k, err := s.cfg.Auth.CreateKey(r.Context(), req.Tenant, req.Name, req.Admin, expires)
+	secret, k, err := s.edge.Authenticator().CreateKey(r.Context(), req.Tenant, req.Name, req.Admin, expires)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -67,7 +68,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 // listKeys lists the caller's tenant's keys; an admin may list another
 // tenant's, or every tenant's.
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Auth == nil {
+	if s.edge.Authenticator() == nil {
 		s.writeError(w, r, errNoAuth)
 		return
 	}
@@ -81,7 +82,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errdefs.New(errdefs.ErrPermissionDenied, "listing another tenant's keys needs an admin key"))
 		return
 	}
-	ks, err := s.cfg.Auth.ListKeys(r.Context(), tn)
+	ks, err := s.edge.Authenticator().ListKeys(r.Context(), tn)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -95,7 +96,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 
 // revokeKey revokes a key of the caller's tenant, or any key for an admin.
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Auth == nil {
+	if s.edge.Authenticator() == nil {
 		s.writeError(w, r, errNoAuth)
 		return
 	}
@@ -109,7 +110,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errdefs.New(errdefs.ErrNotFound, "API key %q not found", kid))
 		return
 	}
-	if err := s.cfg.Auth.RevokeKey(r.Context(), scope, kid); err != nil {
+	if err := s.edge.Authenticator().RevokeKey(r.Context(), scope, kid); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -119,7 +120,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 // createToken issues a short-lived token for the caller, for clients that
 // cannot send headers (a browser's WebSocket or EventSource).
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Auth == nil {
+	if s.edge.Authenticator() == nil {
 		s.writeError(w, r, errNoAuth)
 		return
 	}
@@ -136,7 +137,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = time.Duration(req.TTLSeconds) * time.Second
 	}
-	tok, exp := s.cfg.Auth.IssueToken(identity(r), ttl)
+	tok, exp := s.edge.Authenticator().IssueToken(identity(r), ttl)
 	writeJSON(w, http.StatusCreated, api.Token{Token: tok, ExpiresAt: exp})
 }
 
@@ -290,7 +291,7 @@ const maxAuditRecords = 10000
 // queryAudit answers audit queries: an admin's over every tenant, anyone
 // else's over their own tenant.
 func (s *Server) queryAudit(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Audit == nil {
+	if s.edge.AuditLog() == nil {
 		s.writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "this daemon keeps no audit log"))
 		return
 	}
@@ -323,14 +324,18 @@ func (s *Server) queryAudit(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
-	recs, err := s.cfg.Audit.Query(r.Context(), f)
+	recs, err := s.edge.AuditLog().Query(r.Context(), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	out := api.AuditList{Records: make([]api.AuditRecord, 0, len(recs))}
-	for _, rc := range recs {
-		out.Records = append(out.Records, api.AuditRecord(rc))
+	for i := range recs {
+		rc := &recs[i]
+		out.Records = append(out.Records, api.AuditRecord{
+			Time: rc.Time, Tenant: rc.Tenant, KeyID: rc.KeyID, Subject: rc.Subject, Session: rc.Session,
+			Op: rc.Op, Target: rc.Target, Status: edge.AuditStatus(rc), Outcome: rc.Outcome, DurationMs: rc.DurationMs,
+		})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

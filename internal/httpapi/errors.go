@@ -4,70 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
-	"strconv"
 
-	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
-// statusOf maps an error class to its HTTP status: the one place REST does.
-func statusOf(c *errdefs.Class) int {
-	switch c {
-	case errdefs.ErrInvalidArgument:
-		return http.StatusBadRequest
-	case errdefs.ErrUnauthenticated:
-		return http.StatusUnauthorized
-	case errdefs.ErrPermissionDenied:
-		return http.StatusForbidden
-	case errdefs.ErrNotFound:
-		return http.StatusNotFound
-	case errdefs.ErrConflict:
-		return http.StatusConflict
-	case errdefs.ErrTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case errdefs.ErrResourceExhausted:
-		return http.StatusTooManyRequests
-	case errdefs.ErrUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
-
-// writeError answers with the error envelope.
+// writeError answers with the error envelope (the edge's one mapping).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		err = errdefs.New(errdefs.ErrTooLarge, "the request body exceeds the limit of %d bytes", mbe.Limit)
-	}
-	c := errdefs.ClassOf(err)
-	status := statusOf(c)
-	if cl, ok := r.Context().Value(callKey{}).(*call); ok {
-		cl.code = c.String()
-	}
-	msg := err.Error()
-	if c == errdefs.ErrInternal {
-		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "request_id", reqID(r.Context()), "error", err)
-	}
-	if d, ok := errdefs.RetryAfter(err); ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(max(1, d.Seconds()))))
-	}
-	writeJSON(w, status, api.Error{Error: api.ErrorBody{Code: c.String(), Message: msg}})
+	s.edge.WriteError(w, r, err)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		slog.Error("encode response", "error", err)
-		status = http.StatusInternalServerError
-		b = []byte(`{"error":{"code":"internal","message":"could not encode the response"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) { edge.WriteJSON(w, status, v) }
 
 // decodeJSON reads one JSON object into v: unknown fields and trailing data
 // are errors, an empty body is the empty object when allowEmpty.

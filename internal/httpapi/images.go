@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/image"
 )
@@ -188,9 +189,7 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		if cl, ok := r.Context().Value(callKey{}).(*call); ok {
-			cl.code = errdefs.ClassOf(err).String()
-		}
+		edge.Failed(r.Context(), err)
 		e.event("error", "", api.Error{Error: api.ErrorBody{Code: errdefs.ClassOf(err).String(), Message: err.Error()}})
 		return
 	}

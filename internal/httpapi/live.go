@@ -15,6 +15,7 @@ import (
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/auth"
+	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/wire"
@@ -516,11 +517,9 @@ func controlMessage(data []byte) (api.ShellMessage, bool) {
 func (s *Server) shellFailed(ctx context.Context, c *websocket.Conn, r *http.Request, err error) {
 	cl := errdefs.ClassOf(err)
 	if cl == errdefs.ErrInternal {
-		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "request_id", reqID(r.Context()), "error", err)
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "request_id", edge.RequestID(r.Context()), "error", err)
 	}
-	if call, ok := r.Context().Value(callKey{}).(*call); ok {
-		call.code = cl.String()
-	}
+	edge.Failed(r.Context(), err) // for the access log and the audit record
 	wsJSON(ctx, c, api.ShellMessage{Type: "error", Error: &api.ErrorBody{Code: cl.String(), Message: err.Error()}})
 	status := websocket.StatusPolicyViolation
 	switch cl {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/api"
-	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -37,19 +36,14 @@ type Config struct {
 	MaxJSONBytes int64
 	// MaxImageBytes caps an image upload (default 8 GiB).
 	MaxImageBytes int64
-	// Auth authenticates callers; nil serves everyone as the admin of
-	// DefaultTenant (the daemon allows that on loopback only).
-	Auth *auth.Authenticator
+	// Edge admits callers, keeps the access and audit logs and writes
+	// the error envelope; nil is an edge without authentication (every
+	// caller the admin of edge.DefaultTenant), audit log or rate limit.
+	Edge *edge.Edge
 	// Tenants keeps tenants' settings; TenantChanged, if set, hears of
 	// every change.
 	Tenants       auth.TenantStore
 	TenantChanged func(name string)
-	// Audit, if set, records every mutating call.
-	Audit *audit.Log
-	// RateLimit is each caller's requests per second, in bursts of
-	// RateBurst; 0 for no limit.
-	RateLimit float64
-	RateBurst int
 	// Metrics, if set, serves GET /metrics (to admins only: the metrics
 	// name tenants).
 	Metrics http.Handler
@@ -67,9 +61,9 @@ type Server struct {
 	cfg    Config
 	m      *session.Manager
 	log    *slog.Logger
+	edge   *edge.Edge
 	mux    *http.ServeMux
 	routes []route
-	limits *limiters
 }
 
 type route struct {
@@ -90,9 +84,6 @@ var (
 	toExecRequest = wire.ExecRequest
 )
 
-// DefaultTenant is the tenant of every caller when authentication is off.
-const DefaultTenant = "default"
-
 // New returns the API server.
 func New(cfg Config) *Server {
 	if cfg.Log == nil {
@@ -104,7 +95,10 @@ func New(cfg Config) *Server {
 	if cfg.MaxImageBytes == 0 {
 		cfg.MaxImageBytes = 8 << 30
 	}
-	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Log, mux: http.NewServeMux(), limits: newLimiters(cfg.RateLimit, cfg.RateBurst)}
+	if cfg.Edge == nil {
+		cfg.Edge = edge.New(edge.Config{Log: cfg.Log})
+	}
+	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Log, edge: cfg.Edge, mux: http.NewServeMux()}
 	s.routes = []route{
 		{"POST", "/v1/sessions", s.createSession},
 		{"GET", "/v1/sessions", s.listSessions},
@@ -179,26 +173,33 @@ func (s *Server) Routes() []string {
 	return out
 }
 
-// Handler is the API with its middleware: every request gets a request id
-// and an access-log line (Observe), panics become 500 envelopes, unknown
-// paths and wrong methods get the envelope too, and every route but the
-// probes and the API description authenticates its caller, applies the
-// caller's rate limit and records mutating calls in the audit log.
-func (s *Server) Handler() http.Handler {
-	return s.Observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// Mount serves the REST API at the root of mux: every path no other
+// transport claims.
+func (s *Server) Mount(mux *http.ServeMux) { mux.Handle("/", s.routed()) }
+
+// Handler is the API on its own behind the edge's request ids and access
+// log (tests, embedding); the daemon mounts it beside the other transports
+// with Mount instead.
+func (s *Server) Handler() http.Handler { return s.edge.Observe(s.routed()) }
+
+// routed is the API with its middleware: panics become 500 envelopes,
+// unknown paths and wrong methods get the envelope too, and every route
+// but the probes and the API description passes the edge's admission
+// (authentication and the caller's rate limit) and records mutating calls
+// in the audit log.
+func (s *Server) routed() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "request_id", reqID(r.Context()), "panic", v, "stack", string(debug.Stack()))
+				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "request_id", edge.RequestID(r.Context()), "panic", v, "stack", string(debug.Stack()))
 				s.writeError(w, r, errdefs.New(errdefs.ErrInternal, "internal error"))
 			}
 		}()
 		_, pattern := s.mux.Handler(r)
-		if sv := servedOf(r.Context()); sv != nil {
-			sv.setRoute(pattern)
-		}
+		edge.SetRoute(r.Context(), pattern)
 		switch {
 		case pattern == "":
 			s.noRoute(w, r)
@@ -207,7 +208,7 @@ func (s *Server) Handler() http.Handler {
 		default:
 			s.serveAuthenticated(w, r, pattern)
 		}
-	}))
+	})
 }
 
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
@@ -227,8 +228,28 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		}})
 		return
 	}
+	if oauthPaths[r.URL.Path] || strings.HasPrefix(r.URL.Path, "/.well-known/oauth-") {
+		s.writeError(w, r, errNoOAuth)
+		return
+	}
 	s.writeError(w, r, errdefs.New(errdefs.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 }
+
+// oauthPaths are where OAuth clients look for an authorization server
+// when no metadata names one (the MCP authorization spec's defaults).
+var oauthPaths = map[string]bool{"/register": true, "/authorize": true, "/token": true}
+
+// errNoOAuth answers OAuth discovery and registration. MCP hosts that meet
+// a 401 (mcp-remote, MCP Inspector in OAuth mode) start OAuth whatever the
+// challenge says, and show the body of the failing step ("Dynamic Client
+// Registration rejected (HTTP 404): ..."): this is where warren's word
+// reaches their users (docs/SECURITY.md).
+//
+// The text has no quotes or angle brackets: JSON escapes them, and hosts
+// show the body as it came.
+var errNoOAuth = errdefs.New(errdefs.ErrNotFound, "warren does not serve OAuth: authenticate with an API key or token "+
+	"in the header 'Authorization: Bearer KEY' (mcp-remote: --header 'Authorization: Bearer KEY'); "+
+	"if you sent one, the daemon refused it: it is wrong, expired or revoked")
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateSessionRequest
@@ -236,8 +257,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c := callOf(r)
-	c.session = req.ID
+	edge.SetSession(r.Context(), req.ID)
 	info, created, err := s.m.Create(r.Context(), tenant(r), &session.CreateRequest{
 		ID:          req.ID,
 		Image:       req.Image,
@@ -255,10 +275,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		Snapshot:      req.Snapshot,
 	})
 	if err != nil {
+		edge.SetSession(r.Context(), req.ID)
 		s.writeError(w, r, err)
 		return
 	}
-	c.session = info.ID
+	edge.SetSession(r.Context(), info.ID)
 	status := http.StatusCreated
 	if !created {
 		status = http.StatusOK

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
@@ -88,7 +89,7 @@ type httpHandler struct {
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.hostAllowed(r) {
-		writeEnvelope(w, http.StatusForbidden, errdefs.ErrPermissionDenied,
+		writeEnvelope(w, errdefs.ErrPermissionDenied,
 			fmt.Sprintf("host %q is not allowed on a loopback address (DNS-rebinding protection); a reverse proxy's name goes in the daemon's mcp_allowed_hosts", r.Host))
 		return
 	}
@@ -100,10 +101,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeEnvelope(w, http.StatusRequestEntityTooLarge, errdefs.ErrTooLarge, fmt.Sprintf("an MCP request may have at most %d bytes", mbe.Limit))
+			writeEnvelope(w, errdefs.ErrTooLarge, fmt.Sprintf("an MCP request may have at most %d bytes", mbe.Limit))
 			return
 		}
-		writeEnvelope(w, http.StatusBadRequest, errdefs.ErrInvalidArgument, "reading the request body: "+err.Error())
+		writeEnvelope(w, errdefs.ErrInvalidArgument, "reading the request body: "+err.Error())
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -258,10 +259,8 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jso
 	w.Write(append(b, '\n'))
 }
 
-// writeEnvelope answers an HTTP-level refusal with the REST error envelope.
-func writeEnvelope(w http.ResponseWriter, status int, c *errdefs.Class, msg string) {
-	b, _ := json.Marshal(api.Error{Error: api.ErrorBody{Code: c.String(), Message: msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+// writeEnvelope answers an HTTP-level refusal with the REST error envelope
+// and the edge's status for its class.
+func writeEnvelope(w http.ResponseWriter, c *errdefs.Class, msg string) {
+	edge.WriteJSON(w, edge.StatusOf(c), api.Error{Error: api.ErrorBody{Code: c.String(), Message: msg}})
 }

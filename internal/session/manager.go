@@ -736,7 +736,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 		if errdefs.ClassOf(err) == errdefs.ErrInvalidArgument {
 			return fail(err) // the request's fault, such as an unknown user
 		}
-		return fail(errdefs.New(errdefs.ErrUnavailable, "could not start the sandbox: %v", err))
+		return fail(errdefs.New(errdefs.ErrUnavailable, "could not start the sandbox: %w", err))
 	}
 	e.mu.Lock()
 	rec.State = StateRunning

@@ -1,15 +1,17 @@
-package httpapi
+package edge
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
-	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 )
 
@@ -33,45 +35,8 @@ func requestID(r *http.Request) string {
 	return hex.EncodeToString(b)
 }
 
-// served is what the access log learns about a request as it is served.
-type served struct {
-	id string // the request id (immutable)
-
-	mu      sync.Mutex // guards the fields below: inner layers set them
-	route   string     // the REST route's pattern, "" for other transports
-	call    *call      // the caller, once Admit ran
-	session string     // the session acted on, when the path does not name it
-}
-
-// reqID is the request id ctx carries.
-func reqID(ctx context.Context) string { return session.RequestID(ctx) }
-
-type servedKey struct{}
-
-func servedOf(ctx context.Context) *served {
-	s, _ := ctx.Value(servedKey{}).(*served)
-	return s
-}
-
-func (sv *served) setRoute(pattern string) {
-	sv.mu.Lock()
-	sv.route = pattern
-	sv.mu.Unlock()
-}
-
-func (sv *served) setCall(c *call) {
-	sv.mu.Lock()
-	sv.call = c
-	sv.mu.Unlock()
-}
-
-func (sv *served) setSession(id string) {
-	sv.mu.Lock()
-	if sv.session == "" {
-		sv.session = id
-	}
-	sv.mu.Unlock()
-}
+// RequestID is the id of the request ctx serves ("" if none).
+func RequestID(ctx context.Context) string { return session.RequestID(ctx) }
 
 // probes are logged at debug level while they succeed: an orchestrator or
 // a Prometheus server calls them every few seconds.
@@ -82,24 +47,22 @@ var probes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /me
 // session. The id comes from the client's X-Request-ID when it is sane
 // (else a fresh one), goes back in the response's X-Request-ID, and rides
 // in the request's context (session.WithRequestID), so the session
-// manager's log lines about the request carry it too. Handler includes it;
-// the daemon also wraps its other transports (gRPC, MCP) with it. A request
-// already observed passes straight through.
-func (s *Server) Observe(next http.Handler) http.Handler {
+// manager's log lines about the request carry it too. The daemon wraps its
+// whole mux with it; a request already observed passes straight through.
+func (e *Edge) Observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if servedOf(r.Context()) != nil {
+		if callOf(r.Context()) != nil {
 			next.ServeHTTP(w, r)
 			return
 		}
 		start := time.Now()
-		sv := &served{id: requestID(r)}
-		ctx := context.WithValue(session.WithRequestID(r.Context(), sv.id), servedKey{}, sv)
-		r = r.WithContext(ctx)
-		w.Header().Set(RequestIDHeader, sv.id)
-		sw := &statusWriter{ResponseWriter: w}
+		c := &call{id: requestID(r)}
+		r = r.WithContext(context.WithValue(session.WithRequestID(r.Context(), c.id), callKey{}, c))
+		w.Header().Set(RequestIDHeader, c.id)
+		sw := &StatusWriter{ResponseWriter: w}
 		defer func() {
 			v := recover()
-			s.logRequest(r, sv, sw.status, v != nil, time.Since(start))
+			e.logRequest(r, c, sw.status, v != nil, time.Since(start))
 			if v != nil {
 				panic(v)
 			}
@@ -109,10 +72,8 @@ func (s *Server) Observe(next http.Handler) http.Handler {
 }
 
 // logRequest writes the access-log line of r.
-func (s *Server) logRequest(r *http.Request, sv *served, status int, aborted bool, d time.Duration) {
-	sv.mu.Lock()
-	route, c, sess := sv.route, sv.call, sv.session
-	sv.mu.Unlock()
+func (e *Edge) logRequest(r *http.Request, c *call, status int, aborted bool, d time.Duration) {
+	route, who, sess, code := c.snapshot()
 	if status == 0 && !aborted {
 		status = http.StatusOK // nothing written: net/http answers 200
 	}
@@ -121,21 +82,22 @@ func (s *Server) logRequest(r *http.Request, sv *served, status int, aborted boo
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Duration("duration", d),
-		slog.String("request_id", sv.id),
+		slog.String("request_id", c.id),
 	}
 	if route == "" {
 		// Another transport (gRPC procedures, /mcp) or no route at all:
 		// the path is what names the call.
 		attrs = append(attrs, slog.String("path", r.URL.Path))
 	}
-	if c != nil && c.id != nil && c.id.Tenant != "" {
-		attrs = append(attrs, slog.String("tenant", c.id.Tenant))
-	}
-	if sess == "" && c != nil {
-		sess = c.session
+	if who != nil && who.Tenant != "" {
+		attrs = append(attrs, slog.String("tenant", who.Tenant))
 	}
 	if sess != "" {
 		attrs = append(attrs, slog.String("session_id", sess))
+	}
+	if code == errdefs.ErrCanceled.String() {
+		// The client went away before the answer: not the daemon's error.
+		attrs = append(attrs, slog.Bool("canceled", true))
 	}
 	if aborted {
 		attrs = append(attrs, slog.Bool("aborted", true))
@@ -144,5 +106,45 @@ func (s *Server) logRequest(r *http.Request, sv *served, status int, aborted boo
 	if probes[route] && status < 400 {
 		level = slog.LevelDebug
 	}
-	s.log.LogAttrs(context.Background(), level, "request", attrs...)
+	e.log.LogAttrs(context.Background(), level, "request", attrs...)
 }
+
+// StatusWriter remembers the status of a response. It passes flushes and
+// hijacks (streaming and WebSockets) through.
+type StatusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+// Status is the status written so far, 0 if none.
+func (w *StatusWriter) Status() int { return w.status }
+
+func (w *StatusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *StatusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *StatusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *StatusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

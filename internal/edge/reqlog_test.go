@@ -1,4 +1,4 @@
-package httpapi
+package edge
 
 import (
 	"bytes"
@@ -59,11 +59,11 @@ func TestRequestIDSanity(t *testing.T) {
 
 func TestObserve(t *testing.T) {
 	var buf bytes.Buffer
-	s := &Server{log: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	s := New(Config{Log: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	var inner string
 	h := s.Observe(s.Observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inner = session.RequestID(r.Context())
-		servedOf(r.Context()).setRoute("GET /v1/sessions/{id}")
+		SetRoute(r.Context(), "GET /v1/sessions/{id}")
 		w.WriteHeader(http.StatusTeapot)
 	})))
 	rec := httptest.NewRecorder()
