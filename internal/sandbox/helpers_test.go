@@ -92,13 +92,6 @@ func newEnv(t testing.TB) *env {
 type opt func(*Config)
 
 func withLimits(l cgroup.Limits) opt { return func(c *Config) { c.Limits = l } }
-func withLower(dir string) opt {
-	return func(c *Config) {
-		c.Lower = []string{dir}
-		c.Overlays = nil
-		c.Env = []string{"PATH=/bin:/sbin:/usr/bin"}
-	}
-}
 
 var nameSerial atomic.Int64
 
