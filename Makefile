@@ -28,12 +28,20 @@ run: build
 # them (once per lockfile); without it the Node MCP client test is skipped.
 # test/summary prints what go test prints, then every skipped test with its
 # reason, so that a skip never reads as a pass.
+# The tests that drive the daemon with third-party clients from npm: the
+# official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node), and
+# a client generated from the served OpenAPI document (test/openapi-ts).
+# Their packages are installed exactly as each lockfile pins them.
+NPM_TESTS := test/mcp-node test/openapi-ts
+
 test: agent
-	@if ! command -v npm >/dev/null; then \
-		echo "make test: no npm, so test/mcp-node (the official TypeScript MCP client) will be skipped"; \
-	elif ! cmp -s test/mcp-node/package-lock.json test/mcp-node/node_modules/.ci-lock; then \
-		(cd test/mcp-node && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.ci-lock); \
-	fi
+	@for d in $(NPM_TESTS); do \
+		if ! command -v npm >/dev/null; then \
+			echo "make test: no npm, so $$d (a real third-party client from npm) will be skipped"; \
+		elif ! cmp -s $$d/package-lock.json $$d/node_modules/.ci-lock; then \
+			(cd $$d && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.ci-lock) || exit 1; \
+		fi; \
+	done
 	GO=$(GO) $(GO) run ./test/summary -race -count=1 -timeout 20m ./...
 
 test-short: agent
