@@ -575,7 +575,7 @@ func loopbackUp() error {
 }
 
 // dropPrivileges cuts this thread's capabilities to keep (bounding,
-// effective, permitted and inheritable sets; ambient cleared) and sets
+// effective and permitted sets; inheritable and ambient cleared) and sets
 // no_new_privs. The exec that follows hands exactly this state to the agent.
 //
 // Preconditions: called on the thread that will exec, after every
@@ -604,10 +604,14 @@ func dropPrivileges(keep []int) error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
+	// The inheritable set stays empty, as Docker's since CVE-2022-24769:
+	// it survives setuid and execve, so a non-root program with file
+	// inheritable capabilities would get the set back. Root's programs do
+	// not need it (execve as root gives them the bounding set).
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	data := [2]unix.CapUserData{
-		{Effective: mask[0], Permitted: mask[0], Inheritable: mask[0]},
-		{Effective: mask[1], Permitted: mask[1], Inheritable: mask[1]},
+		{Effective: mask[0], Permitted: mask[0]},
+		{Effective: mask[1], Permitted: mask[1]},
 	}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("set capabilities: %w", err)

@@ -92,3 +92,25 @@ func TestHugeEnvironment(t *testing.T) {
 		t.Errorf("the session after a 75 MB environment: %+v, %v", s, err)
 	}
 }
+
+// TestAgentOOMScore: sandboxed root can raise PID 1's oom_score_adj (the
+// kernel lets the owner of a process's /proc files raise it, and the
+// agent's belong to the sandbox's root; see SECURITY.md). It must not
+// matter: a memory bomb is killed inside the workload cgroup, which the
+// agent is not in, so the agent is never the victim of the session's own
+// OOM.
+func TestAgentOOMScore(t *testing.T) {
+	h := startDaemon(t, nil)
+	b := newBox(t, h, "oomadj", &api.CreateSessionRequest{Limits: &api.Limits{MemoryMB: 64}})
+	pid1 := b.out(t, "cut -d' ' -f22 /proc/1/stat")
+	res := b.sh(t, "echo 1000 > /proc/1/oom_score_adj; echo $?; cat /proc/1/oom_score_adj")
+	t.Logf("raising PID 1's oom_score_adj from inside: %q %q", res.Stdout, res.Stderr)
+	bomb := b.exec(t, &api.ExecRequest{Command: "tail /dev/zero", TimeoutMs: 60_000})
+	if !bomb.OOMKilled {
+		t.Errorf("memory bomb: %+v, want oom_killed", bomb)
+	}
+	b.alive(t, "a memory bomb with PID 1's oom_score_adj at 1000")
+	if got := b.out(t, "cut -d' ' -f22 /proc/1/stat"); got != pid1 {
+		t.Errorf("the agent (PID 1) was replaced: start %q -> %q", pid1, got)
+	}
+}
