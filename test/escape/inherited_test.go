@@ -177,3 +177,13 @@ func sessionInitPids(t testing.TB) []string {
 	}
 	return pids
 }
+
+// statusOf reads /proc/<pid>/status on the host.
+func statusOf(t testing.TB, pid string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
