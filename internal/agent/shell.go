@@ -255,6 +255,14 @@ func (sh *shell) snapshot() (string, []string) {
 	return sh.snapCwd, sh.snapEnv
 }
 
+// name is the shell's $0, which its errors name (see nameFilter).
+func (sh *shell) name() string {
+	if sh.bash {
+		return "bash"
+	}
+	return "sh"
+}
+
 func (sh *shell) fds() (tok, status int) {
 	if sh.bash {
 		return 248, 249
@@ -677,7 +685,9 @@ loop:
 			}
 			switch ev.kind {
 			case evStarted:
-				cols = append(cols, collect(outF, agentproto.ChanStdout, out), collect(errF, agentproto.ChanStderr, out))
+				ec := &collector{f: errF, ch: agentproto.ChanStderr, out: out, done: make(chan struct{}), filter: &nameFilter{repl: sh.name() + ": "}}
+				go ec.run()
+				cols = append(cols, collect(outF, agentproto.ChanStdout, out), ec)
 				if inF != nil {
 					stdinDone = make(chan struct{})
 					go func() {
