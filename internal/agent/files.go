@@ -515,9 +515,9 @@ func openIn(dirfd int, p string, flags int, mode uint32) (int, error) {
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: unix.RESOLVE_NO_MAGICLINKS}
 	var fd int
 	var err error
-	for {
+	for try := 0; ; try++ {
 		fd, err = unix.Openat2(dirfd, p, &how)
-		if err != unix.EINTR && err != unix.EAGAIN {
+		if (err != unix.EINTR && err != unix.EAGAIN) || try == 100 {
 			break
 		}
 	}
