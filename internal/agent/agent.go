@@ -79,6 +79,9 @@ func run() error {
 	if err := catchFatalDefaults(); err != nil {
 		return fmt.Errorf("catch signals: %w", err)
 	}
+	if err := filterQueuedFaults(); err != nil {
+		return fmt.Errorf("filter queued fault signals: %w", err)
+	}
 	a := &Agent{spec: s, reaper: newReaper(), bg: newRing(s.BackgroundLogBytes)}
 	env := s.Env
 	var runAs *syscall.Credential

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +13,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,10 +62,7 @@ func (a *Agent) fileOp(ctx context.Context, s *agentproto.Stream, op agentproto.
 	case agentproto.OpReadFile:
 		rep.Size, err = readFile(ctx, s, p, req.MaxBytes)
 	case agentproto.OpWriteFile:
-		rep.Size, err = writeFile(ctx, s, p, req.Mode, req.MaxBytes)
-		if err == nil {
-			a.chown(p)
-		}
+		rep.Size, err = a.writeFile(ctx, s, p, req.Mode, req.MaxBytes)
 	case agentproto.OpList:
 		rep.Entries, err = list(p)
 		if err == nil {
@@ -80,30 +78,22 @@ func (a *Agent) fileOp(ctx context.Context, s *agentproto.Stream, op agentproto.
 		e, err = stat(p)
 		rep.Entry = &e
 	case agentproto.OpMkdir:
-		err = mkdirAll(p)
-		if err == nil {
-			a.chown(p)
+		var fd int
+		if fd, err = a.mkdirAll(p); err == nil {
+			unix.Close(fd)
 		}
 	case agentproto.OpRemove:
 		err = remove(p, req.Recursive)
 	case agentproto.OpTarGet:
 		rep.Size, err = tarGet(ctx, s, p, req.MaxBytes)
 	case agentproto.OpTarPut:
-		rep.Size, err = tarPut(ctx, s, p, req.MaxBytes)
+		rep.Size, err = a.tarPut(ctx, s, p, req.MaxBytes)
 	}
 	if err != nil {
 		s.Fail(fileError(req.Path, err))
 		return
 	}
 	s.Reply(rep, nil)
-}
-
-// chown gives a file the agent wrote to the session's user, when that user
-// is not root: what the API puts in a session must be the user's to change.
-func (a *Agent) chown(p string) {
-	if a.owner != nil {
-		os.Lchown(p, int(a.owner.uid), int(a.owner.gid))
-	}
 }
 
 // fileError classifies a file error by its errno.
@@ -139,7 +129,7 @@ func tooLarge(max int64) error {
 func readFile(ctx context.Context, s *agentproto.Stream, p string, max int64) (int64, error) {
 	// O_NONBLOCK: opening a FIFO must not hang; non-regular files are refused
 	// after the open, on the descriptor, so nothing can swap the path.
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	fd, err := openIn(unix.AT_FDCWD, p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -147,10 +137,6 @@ func readFile(ctx context.Context, s *agentproto.Stream, p string, max int64) (i
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
 		return 0, err
-	}
-	if agentOwnProc(fd) {
-		unix.Close(fd)
-		return 0, errdefs.New(errdefs.ErrPermissionDenied, "%s belongs to the sandbox's agent", p)
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
@@ -196,36 +182,48 @@ func readFile(ctx context.Context, s *agentproto.Stream, p string, max int64) (i
 
 // writeFile writes the stream's data to p through a temporary file in the
 // same directory, renamed into place at the end: a failed upload leaves the
-// old file untouched.
-func writeFile(ctx context.Context, s *agentproto.Stream, p string, mode uint32, max int64) (int64, error) {
-	if strings.HasSuffix(p, "/") {
+// old file untouched. The directory is reached by openAt2 (no magic link,
+// not the agent's /proc) and everything after works on its descriptor.
+func (a *Agent) writeFile(ctx context.Context, s *agentproto.Stream, p string, mode uint32, max int64) (int64, error) {
+	dir, base := splitPath(p)
+	if base == "" || base == "." || base == ".." || strings.HasSuffix(p, "/") {
 		return 0, errdefs.New(errdefs.ErrInvalidArgument, "%s is a directory", p)
 	}
-	dir := path.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, err
-	}
-	perm := os.FileMode(0o644)
-	if fi, err := os.Lstat(p); err == nil {
-		if fi.IsDir() {
-			return 0, errdefs.New(errdefs.ErrInvalidArgument, "%s is a directory", p)
-		}
-		if fi.Mode().IsRegular() {
-			perm = fi.Mode().Perm()
-		}
-	}
-	if mode != 0 {
-		perm = os.FileMode(mode) & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
-	}
-	tmp, err := os.CreateTemp(dir, ".warren-upload-*")
+	dfd, err := a.mkdirAll(dir)
 	if err != nil {
 		return 0, err
 	}
+	defer unix.Close(dfd)
+	perm := uint32(0o644)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			return 0, errdefs.New(errdefs.ErrInvalidArgument, "%s is a directory", p)
+		case unix.S_IFREG:
+			perm = st.Mode & 0o777
+		}
+	}
+	if mode != 0 {
+		perm = mode & 0o7777
+	}
+	var tmpName string
+	tfd := -1
+	for attempt := 0; tfd < 0; attempt++ {
+		var nonce [6]byte
+		rand.Read(nonce[:])
+		tmpName = ".warren-upload-" + hex.EncodeToString(nonce[:])
+		tfd, err = unix.Openat(dfd, tmpName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil && (!errors.Is(err, unix.EEXIST) || attempt > 10) {
+			return 0, err
+		}
+	}
+	tmp := os.NewFile(uintptr(tfd), tmpName)
 	ok := false
 	defer func() {
 		if !ok {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			unix.Unlinkat(dfd, tmpName, 0)
 		}
 	}()
 	r := agentproto.NewDataReader(ctx, s)
@@ -240,77 +238,105 @@ func writeFile(ctx context.Context, s *agentproto.Stream, p string, mode uint32,
 	if max > 0 && n > max {
 		return n, tooLarge(max)
 	}
-	if err := tmp.Chmod(perm); err != nil {
+	// What the API puts in a session must be the user's to change; the
+	// owner first, as chown clears setuid.
+	if a.owner != nil {
+		if err := unix.Fchown(tfd, int(a.owner.uid), int(a.owner.gid)); err != nil {
+			return n, err
+		}
+	}
+	if err := unix.Fchmod(tfd, perm); err != nil {
 		return n, err
 	}
 	if err := tmp.Close(); err != nil {
 		return n, err
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	if err := unix.Renameat(dfd, tmpName, dfd, base); err != nil {
 		return n, err
 	}
 	ok = true
 	return n, nil
 }
 
-func entryOf(p string, fi fs.FileInfo) agentproto.Entry {
+// entryAt describes name in the directory dfd without following it.
+func entryAt(dfd int, name, p string) (agentproto.Entry, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return agentproto.Entry{}, err
+	}
 	e := agentproto.Entry{
-		Name:  fi.Name(),
+		Name:  name,
 		Path:  p,
-		Size:  fi.Size(),
-		Mode:  uint32(fi.Mode().Perm()),
-		MTime: fi.ModTime().UTC(),
+		Size:  st.Size,
+		Mode:  st.Mode & 0o7777,
+		MTime: time.Unix(st.Mtim.Unix()).UTC(),
 	}
-	if fi.Mode()&os.ModeSetuid != 0 {
-		e.Mode |= 0o4000
-	}
-	if fi.Mode()&os.ModeSetgid != 0 {
-		e.Mode |= 0o2000
-	}
-	if fi.Mode()&os.ModeSticky != 0 {
-		e.Mode |= 0o1000
-	}
-	switch {
-	case fi.Mode().IsRegular():
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
 		e.Type = "file"
-	case fi.IsDir():
+	case unix.S_IFDIR:
 		e.Type = "dir"
-	case fi.Mode()&os.ModeSymlink != 0:
+	case unix.S_IFLNK:
 		e.Type = "symlink"
-		e.Target, _ = os.Readlink(p)
+		e.Target, _ = readlinkAt(dfd, name)
 	default:
 		e.Type = "other"
 	}
-	if p == "/" {
-		e.Name = "/"
+	return e, nil
+}
+
+func readlinkAt(dfd int, name string) (string, error) {
+	for n := 256; ; n *= 2 {
+		buf := make([]byte, n)
+		k, err := unix.Readlinkat(dfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if k < n {
+			return string(buf[:k]), nil
+		}
 	}
-	return e
 }
 
 func stat(p string) (agentproto.Entry, error) {
-	fi, err := os.Lstat(p)
+	dir, base := splitPath(p)
+	if base == "" || base == "." || base == ".." || strings.HasSuffix(p, "/") {
+		// "/", or a path ending in a dot or a slash: the directory it
+		// names.
+		fd, err := openIn(unix.AT_FDCWD, p, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return agentproto.Entry{}, err
+		}
+		defer unix.Close(fd)
+		e, err := entryAt(fd, ".", p)
+		if e.Name = path.Base(p); e.Name == "." || e.Name == ".." {
+			e.Name = base
+		}
+		return e, err
+	}
+	dfd, err := openIn(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return agentproto.Entry{}, err
 	}
-	return entryOf(p, fi), nil
+	defer unix.Close(dfd)
+	return entryAt(dfd, base, p)
 }
 
 // maxListEntries bounds one listing.
 const maxListEntries = 100000
 
 func list(p string) ([]agentproto.Entry, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
+	// O_DIRECTORY: anything else (a FIFO above all, whose open would wait
+	// for a writer) is refused before it is opened.
+	fd, err := openIn(unix.AT_FDCWD, p, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if errors.Is(err, unix.ENOTDIR) {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "%s is not a directory", p)
 	}
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
 	names, err := f.Readdirnames(maxListEntries + 1)
 	if err != nil && err != io.EOF {
 		return nil, err
@@ -321,42 +347,119 @@ func list(p string) ([]agentproto.Entry, error) {
 	sort.Strings(names)
 	entries := make([]agentproto.Entry, 0, len(names))
 	for _, n := range names {
-		cp := path.Join(p, n)
-		fi, err := os.Lstat(cp)
+		e, err := entryAt(fd, n, path.Join(p, n))
 		if err != nil {
 			continue // removed while listing
 		}
-		entries = append(entries, entryOf(cp, fi))
+		entries = append(entries, e)
 	}
 	return entries, nil
 }
 
-func mkdirAll(p string) error {
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) && errors.Is(err, unix.ENOTDIR) {
-			return errdefs.New(errdefs.ErrConflict, "%s: a file is in the way", p)
-		}
-		return err
+// mkdirAll creates p and its missing parents one component at a time, each
+// reached by openAt2 from the one before (so no magic link and no part of
+// the agent's /proc is ever entered), and returns a descriptor (O_PATH) of
+// p. Directories it creates belong to the session's user.
+func (a *Agent) mkdirAll(p string) (int, error) {
+	fd, err := openIn(unix.AT_FDCWD, "/", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return -1, err
 	}
-	return nil
+	for _, c := range strings.Split(p, "/") {
+		if c == "" || c == "." {
+			continue
+		}
+		next, err := openIn(fd, c, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if errors.Is(err, unix.ENOENT) && c != ".." {
+			err = unix.Mkdirat(fd, c, 0o755)
+			if err == nil && a.owner != nil {
+				unix.Fchownat(fd, c, int(a.owner.uid), int(a.owner.gid), unix.AT_SYMLINK_NOFOLLOW)
+			}
+			if err == nil || errors.Is(err, unix.EEXIST) {
+				next, err = openIn(fd, c, unix.O_PATH|unix.O_DIRECTORY, 0)
+			}
+		}
+		unix.Close(fd)
+		if errors.Is(err, unix.ENOTDIR) {
+			return -1, errdefs.New(errdefs.ErrConflict, "%s: a file is in the way", p)
+		}
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
 }
 
 func remove(p string, recursive bool) error {
-	if path.Clean(p) == "/" {
+	dir, base := splitPath(p)
+	if base == "" {
 		return errdefs.New(errdefs.ErrInvalidArgument, "refusing to remove /")
 	}
-	if _, err := os.Lstat(p); err != nil {
+	if base == "." || base == ".." {
+		return errdefs.New(errdefs.ErrInvalidArgument, "%s: name the directory itself, not . or ..", p)
+	}
+	dfd, err := openIn(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
 	}
 	if recursive {
-		return os.RemoveAll(p)
+		return removeAllAt(dfd, base, &st)
 	}
-	err := os.Remove(p)
+	flags := 0
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		flags = unix.AT_REMOVEDIR
+	}
+	err = unix.Unlinkat(dfd, base, flags)
 	if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
 		return errdefs.New(errdefs.ErrConflict, "%s is a directory that is not empty; remove it with recursive=true", p)
 	}
 	return err
+}
+
+// removeAllAt removes name in dfd and, for a directory, everything below
+// it, never following a symlink.
+func removeAllAt(dfd int, name string, st *unix.Stat_t) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		return nil
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	for _, n := range names {
+		var cst unix.Stat_t
+		if err := unix.Fstatat(fd, n, &cst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // gone already
+			}
+			f.Close()
+			return err
+		}
+		if err := removeAllAt(fd, n, &cst); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	f.Close()
+	if err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	return nil
 }
 
 // limitWriter fails once more than max bytes went through.
@@ -403,71 +506,105 @@ func agentOwnProc(fd int) bool {
 	return err != nil || strings.Contains(string(status), "\nTgid:\t1\n")
 }
 
+// openIn opens p relative to dirfd with openat2 and RESOLVE_NO_MAGICLINKS:
+// ordinary symlinks resolve inside the sandbox as before, but a /proc magic
+// link (/proc/<pid>/fd/N, root, cwd, exe, map_files) fails with ELOOP, so a
+// descriptor the agent holds can never be a way out. Then the own-process
+// guard: nothing of the agent's own /proc is served. O_CLOEXEC always.
+func openIn(dirfd int, p string, flags int, mode uint32) (int, error) {
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: unix.RESOLVE_NO_MAGICLINKS}
+	var fd int
+	var err error
+	for try := 0; ; try++ {
+		fd, err = unix.Openat2(dirfd, p, &how)
+		if (err != unix.EINTR && err != unix.EAGAIN) || try == 100 {
+			break
+		}
+	}
+	if err == unix.ELOOP && isMagic(dirfd, p, flags) {
+		return -1, errdefs.New(errdefs.ErrPermissionDenied, "%s leads through a /proc magic link (such as /proc/<pid>/fd/N, root or cwd), which the file API never follows", p)
+	}
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	if agentOwnProc(fd) {
+		unix.Close(fd)
+		return -1, errdefs.New(errdefs.ErrPermissionDenied, "%s belongs to the sandbox's agent", p)
+	}
+	return fd, nil
+}
+
+// isMagic tells a magic link from a real symlink loop after openat2 said
+// ELOOP: the same lookup with magic links allowed succeeds. It opens O_PATH
+// only (no access to the file's data) and closes at once.
+func isMagic(dirfd int, p string, flags int) bool {
+	how := unix.OpenHow{Flags: uint64(flags&(unix.O_DIRECTORY|unix.O_NOFOLLOW) | unix.O_PATH | unix.O_CLOEXEC)}
+	fd, err := unix.Openat2(dirfd, p, &how)
+	if err != nil {
+		return err != unix.ELOOP
+	}
+	unix.Close(fd)
+	return true
+}
+
+// splitPath splits an absolute path into its directory and last name; the
+// name is "" for "/".
+func splitPath(p string) (dir, base string) {
+	t := strings.TrimRight(p, "/")
+	if t == "" {
+		return "/", ""
+	}
+	i := strings.LastIndexByte(t, '/')
+	dir, base = t[:i+1], t[i+1:]
+	if dir == "" {
+		dir = "."
+	}
+	return dir, base
+}
+
 // tarGet writes a tar of p (a directory's contents, or one file) as Data.
 // Symlinks are stored as links, never followed; sockets, FIFOs and devices
-// are skipped.
+// are skipped; directories on a kernel filesystem (/proc, /sys) are stored
+// empty. Every file is opened relative to its directory's descriptor with
+// O_NOFOLLOW, so nothing swapped in during the walk leads anywhere else.
 func tarGet(ctx context.Context, s *agentproto.Stream, p string, max int64) (int64, error) {
-	fi, err := os.Lstat(p)
+	dir, base := splitPath(p)
+	var dfd int
+	var err error
+	if base == "" || base == "." || base == ".." || strings.HasSuffix(p, "/") {
+		dfd, err = openIn(unix.AT_FDCWD, p, unix.O_PATH|unix.O_DIRECTORY, 0)
+		base = "."
+	} else {
+		dfd, err = openIn(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	}
 	if err != nil {
 		return 0, err
 	}
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(p, &sfs); err == nil && (sfs.Type == unix.PROC_SUPER_MAGIC || sfs.Type == unix.SYSFS_MAGIC) {
-		return 0, errdefs.New(errdefs.ErrInvalidArgument, "%s is on a kernel filesystem and cannot be archived", p)
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, err
 	}
 	lw := &limitWriter{w: agentproto.NewDataWriter(ctx, s, agentproto.ChanData), max: max}
 	tw := tar.NewWriter(lw)
-	add := func(name, full string, fi fs.FileInfo) error {
-		if !fi.Mode().IsRegular() && !fi.IsDir() && fi.Mode()&os.ModeSymlink == 0 {
-			return nil
-		}
-		link := ""
-		if fi.Mode()&os.ModeSymlink != 0 {
-			link, _ = os.Readlink(full)
-		}
-		hdr, err := tar.FileInfoHeader(fi, link)
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		fd, err := openIn(dfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		hdr.Name = name
-		if fi.IsDir() {
-			hdr.Name += "/"
+		if kernelFS(fd) {
+			unix.Close(fd)
+			return 0, errdefs.New(errdefs.ErrInvalidArgument, "%s is on a kernel filesystem and cannot be archived", p)
 		}
-		hdr.Uname, hdr.Gname = "", ""
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(full)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyN(tw, f, hdr.Size)
-		return err
-	}
-	if !fi.IsDir() {
-		if err := add(fi.Name(), p, fi); err != nil {
+		if err := tarDir(tw, fd, ""); err != nil {
 			return lw.n, err
 		}
 	} else {
-		err = filepath.WalkDir(p, func(full string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if full == p {
-				return nil
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return nil
-			}
-			rel, _ := filepath.Rel(p, full)
-			return add(filepath.ToSlash(rel), full, fi)
-		})
-		if err != nil {
+		name := base
+		if name == "." {
+			name = path.Base(p)
+		}
+		if err := tarEntry(tw, dfd, base, name, &st); err != nil {
 			return lw.n, err
 		}
 	}
@@ -477,14 +614,108 @@ func tarGet(ctx context.Context, s *agentproto.Stream, p string, max int64) (int
 	return lw.n, nil
 }
 
+// kernelFS reports whether fd is on procfs or sysfs, whose files describe
+// the kernel and the agent rather than the session's data.
+func kernelFS(fd int) bool {
+	var sfs unix.Statfs_t
+	return unix.Fstatfs(fd, &sfs) != nil || sfs.Type == unix.PROC_SUPER_MAGIC || sfs.Type == unix.SYSFS_MAGIC
+}
+
+// tarDir adds the entries of the open directory fd (which it closes) under
+// prefix, in name order.
+func tarDir(tw *tar.Writer, fd int, prefix string) error {
+	f := os.NewFile(uintptr(fd), prefix)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue // removed while archiving
+		}
+		if err := tarEntry(tw, fd, n, prefix+n, &st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tarEntry adds name of directory dfd, described by st, as entry.
+func tarEntry(tw *tar.Writer, dfd int, name, entry string, st *unix.Stat_t) error {
+	hdr := &tar.Header{
+		Name:    entry,
+		Mode:    int64(st.Mode & 0o7777),
+		Uid:     int(st.Uid),
+		Gid:     int(st.Gid),
+		ModTime: time.Unix(st.Mtim.Unix()),
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), entry)
+		defer f.Close()
+		// The header takes what the descriptor says, not the earlier stat.
+		if err := unix.Fstat(fd, st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return nil
+		}
+		unix.SetNonblock(fd, false)
+		hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err = io.CopyN(tw, f, hdr.Size)
+		if err == io.EOF {
+			// Truncated while archiving: pad with zeros, as tar(1) does.
+			err = nil
+		}
+		return err
+	case unix.S_IFDIR:
+		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		hdr.Typeflag, hdr.Name = tar.TypeDir, entry+"/"
+		if err := tw.WriteHeader(hdr); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		if kernelFS(fd) {
+			unix.Close(fd)
+			return nil
+		}
+		return tarDir(tw, fd, entry+"/")
+	case unix.S_IFLNK:
+		link, err := readlinkAt(dfd, name)
+		if err != nil {
+			return nil
+		}
+		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, link
+		return tw.WriteHeader(hdr)
+	}
+	return nil
+}
+
 // tarPut extracts the tar in the stream's data into directory p, which is
 // created. Entries cannot leave p: os.Root refuses any path or symlink that
 // would resolve outside it.
-func tarPut(ctx context.Context, s *agentproto.Stream, p string, max int64) (int64, error) {
-	if err := os.MkdirAll(p, 0o755); err != nil {
+func (a *Agent) tarPut(ctx context.Context, s *agentproto.Stream, p string, max int64) (int64, error) {
+	dfd, err := a.mkdirAll(p)
+	if err != nil {
 		return 0, err
 	}
-	root, err := os.OpenRoot(p)
+	// The root is opened through the agent's own descriptor of p, which
+	// mkdirAll reached safely: its magic link is the agent's own doing.
+	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(dfd))
+	unix.Close(dfd)
 	if err != nil {
 		return 0, err
 	}

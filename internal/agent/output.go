@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,11 +55,12 @@ func (o *output) write(ch byte, p []byte) {
 
 // collector copies one pipe or FIFO into an output until the command is done.
 type collector struct {
-	f    *os.File
-	ch   byte
-	out  *output
-	done chan struct{}
-	err  error
+	f      *os.File
+	ch     byte
+	out    *output
+	done   chan struct{}
+	err    error
+	filter *nameFilter // nil: bytes go through as read
 }
 
 func collect(f *os.File, ch byte, out *output) *collector {
@@ -67,13 +69,23 @@ func collect(f *os.File, ch byte, out *output) *collector {
 	return c
 }
 
+// emit hands bytes read to the output, through the filter if any.
+func (c *collector) emit(p []byte) {
+	if c.filter != nil {
+		p = c.filter.filter(p)
+	}
+	if len(p) > 0 {
+		c.out.write(c.ch, p)
+	}
+}
+
 func (c *collector) run() {
 	defer close(c.done)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := c.f.Read(buf)
 		if n > 0 {
-			c.out.write(c.ch, buf[:n])
+			c.emit(buf[:n])
 		}
 		if err != nil {
 			c.err = err
@@ -92,6 +104,13 @@ func (c *collector) finish() (held bool) {
 	<-c.done
 	// The FIFO may serve the next command: no deadline may stay behind.
 	c.f.SetReadDeadline(time.Time{})
+	if c.filter != nil {
+		defer func() {
+			if p := c.filter.flush(); len(p) > 0 {
+				c.out.write(c.ch, p)
+			}
+		}()
+	}
 	if errors.Is(c.err, io.EOF) {
 		return false
 	}
@@ -106,7 +125,7 @@ func (c *collector) finish() (held bool) {
 			n, err := unix.Read(int(fd), buf)
 			switch {
 			case n > 0:
-				c.out.write(c.ch, buf[:n])
+				c.emit(buf[:n])
 			case n == 0 && err == nil:
 				eof = true
 				return true
@@ -117,6 +136,97 @@ func (c *collector) finish() (held bool) {
 		}
 	})
 	return !eof
+}
+
+// nameFilter rewrites the session shell's file name in a command's stderr.
+// The driver sources the command from cmdPath, so bash prefixes its own
+// errors with "/run/warren/cmd: line 1: "; a user expects what `bash -c`
+// prints, "bash: ". Only a prefix at the start of a line is rewritten
+// (bash and busybox: "<file>: line N: " becomes "<shell>: "; dash: "<file>: "
+// becomes "<shell>: ", keeping its "N: "). A line start that may still
+// become the prefix waits for the next read, at most len(prefix) bytes.
+type nameFilter struct {
+	repl    string // "bash: " or "sh: "
+	pending []byte
+	mid     bool // inside a line
+}
+
+const driverPrefix = cmdPath + ": "
+
+func (f *nameFilter) filter(p []byte) []byte {
+	data := p
+	if len(f.pending) > 0 {
+		data = append(f.pending, p...)
+		f.pending = nil
+	}
+	out := make([]byte, 0, len(data))
+	for i := 0; i < len(data); {
+		if !f.mid {
+			rest := data[i:]
+			if len(rest) < len(driverPrefix) && strings.HasPrefix(driverPrefix, string(rest)) {
+				f.pending = bytes.Clone(rest)
+				return out
+			}
+			if bytes.HasPrefix(rest, []byte(driverPrefix)) {
+				k := matchLineNo(rest[len(driverPrefix):])
+				if k < 0 {
+					f.pending = bytes.Clone(rest)
+					return out
+				}
+				out = append(out, f.repl...)
+				i += len(driverPrefix) + k
+				f.mid = true
+				continue
+			}
+		}
+		nl := bytes.IndexByte(data[i:], '\n')
+		if nl < 0 {
+			out = append(out, data[i:]...)
+			f.mid = true
+			return out
+		}
+		out = append(out, data[i:i+nl+1]...)
+		i += nl + 1
+		f.mid = false
+	}
+	return out
+}
+
+// flush returns what is held back when the stream ends.
+func (f *nameFilter) flush() []byte {
+	p := f.pending
+	f.pending = nil
+	if bytes.HasPrefix(p, []byte(driverPrefix)) {
+		return append([]byte(f.repl), p[len(driverPrefix):]...)
+	}
+	return p
+}
+
+// matchLineNo returns the length of "line N: " at the start of b, 0 if b
+// does not start with it, and -1 if b is too short to tell.
+func matchLineNo(b []byte) int {
+	const w = "line "
+	if n := min(len(b), len(w)); string(b[:n]) != w[:n] {
+		return 0
+	}
+	if len(b) < len(w) {
+		return -1
+	}
+	d := len(w)
+	for d < len(b) && b[d] >= '0' && b[d] <= '9' {
+		d++
+	}
+	switch {
+	case d == len(b):
+		return -1
+	case d == len(w) || b[d] != ':':
+		return 0
+	case d+1 == len(b):
+		return -1
+	case b[d+1] != ' ':
+		return 0
+	}
+	return d + 2
 }
 
 // ring is the session's bounded log of output written by background

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -190,6 +191,10 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 			cols, rows = 80, 24
 		}
 		pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+		if master, err = pollable(master); err != nil {
+			slave.Close()
+			return nil, fmt.Errorf("open a terminal: %w", err)
+		}
 		sreq.files = []uintptr{slave.Fd(), slave.Fd(), slave.Fd()}
 		sreq.setctty = true
 		p.master, p.stdin = master, master
@@ -339,6 +344,51 @@ func (a *Agent) streamOutput(ctx context.Context, s *agentproto.Stream, p *proc,
 	}
 }
 
+// pollable returns f's descriptor as a non-blocking file in the runtime's
+// poller, so reads and writes take deadlines (pty.Open hands back a
+// blocking one: it calls Fd). f is closed. Such a file must never have Fd
+// called on it, which would make it blocking again: see setSize.
+func pollable(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// setSize sets the window size of the terminal whose master is f, without
+// f.Fd() (see pollable).
+func setSize(f *os.File, cols, rows int) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	if err := rc.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Col: uint16(cols), Row: uint16(rows)})
+	}); err != nil {
+		return err
+	}
+	return ierr
+}
+
+// stdinStall is how long a write to a process's stdin may wait for the
+// process to read.
+const stdinStall = 10 * time.Second
+
+// stallWriter gives every write stdinStall to go through.
+type stallWriter struct{ f *os.File }
+
+func (w stallWriter) Write(b []byte) (int, error) {
+	w.f.SetWriteDeadline(time.Now().Add(stdinStall))
+	return w.f.Write(b)
+}
+
 // writeStdin copies the stream's data to the process's stdin.
 func (p *proc) writeStdin(ctx context.Context, s *agentproto.Stream, eof bool) (int64, error) {
 	if p.stdin == nil {
@@ -346,7 +396,21 @@ func (p *proc) writeStdin(ctx context.Context, s *agentproto.Stream, eof bool) (
 	}
 	p.stdinMu.Lock()
 	defer p.stdinMu.Unlock()
-	n, err := io.Copy(p.stdin, agentproto.NewDataReader(ctx, s))
+	// A process that stopped reading (a full terminal input queue or
+	// pipe) would hold this call, and every later one, for good: each
+	// write gets stdinStall to make progress, and a caller that leaves
+	// ends the wait at once. Both descriptors (the terminal's master and
+	// the pipe) are in the runtime's poller, so deadlines work on them.
+	stop := context.AfterFunc(ctx, func() { p.stdin.SetWriteDeadline(time.Unix(1, 0)) })
+	n, err := io.Copy(stallWriter{p.stdin}, agentproto.NewDataReader(ctx, s))
+	stop()
+	p.stdin.SetWriteDeadline(time.Time{})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		return n, errdefs.New(errdefs.ErrConflict, "process %s has not read its stdin for %v (%d bytes were written); the rest was not sent", p.id, stdinStall, n)
+	}
 	if err != nil {
 		return n, errdefs.New(errdefs.ErrConflict, "write to the stdin of process %s: %v", p.id, err)
 	}
@@ -420,7 +484,7 @@ func (a *Agent) procOp(ctx context.Context, s *agentproto.Stream, op agentproto.
 			s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "a terminal size must be between 1x1 and 10000x10000"))
 			return
 		}
-		if err := pty.Setsize(p.master, &pty.Winsize{Cols: uint16(req.Cols), Rows: uint16(req.Rows)}); err != nil {
+		if err := setSize(p.master, req.Cols, req.Rows); err != nil {
 			s.Fail(err)
 			return
 		}

@@ -114,7 +114,19 @@ type shellEvent struct {
 	seq    string
 	status int
 	env    []byte
+	// envSize is the size of an environment report dropped for being
+	// larger than maxEnvReport (env is then nil), 0 otherwise.
+	envSize int64
 }
+
+// maxEnvReport caps the exported environment the shell reports after each
+// command (the text of `export -p`). A larger report is read and dropped,
+// never buffered: the shell keeps its variables, but argv calls and a
+// restarted shell keep the last environment within the cap, and the call
+// says so on its stderr. 2 MiB is about what execve(2) accepts for
+// arguments and environment together (a quarter of the default 8 MiB stack
+// limit), so no program could have been started with more anyway.
+const maxEnvReport = 2 << 20
 
 // shellProc is one running shell process.
 type shellProc struct {
@@ -243,6 +255,14 @@ func (sh *shell) snapshot() (string, []string) {
 	return sh.snapCwd, sh.snapEnv
 }
 
+// name is the shell's $0, which its errors name (see nameFilter).
+func (sh *shell) name() string {
+	if sh.bash {
+		return "bash"
+	}
+	return "sh"
+}
+
 func (sh *shell) fds() (tok, status int) {
 	if sh.bash {
 		return 248, 249
@@ -328,7 +348,7 @@ func (sh *shell) start() error {
 			tokW.Close()
 			return fmt.Errorf("session shell %s exited at start (status %d)", sh.path, waitCode(ws))
 		}
-		sh.record(pid, ev.env)
+		sh.record(pid, ev)
 	case <-time.After(30 * time.Second):
 		unix.Kill(pid, unix.SIGKILL)
 		tokW.Close()
@@ -341,8 +361,8 @@ func (sh *shell) start() error {
 
 // record keeps the shell's state after a command: the exported environment
 // it printed and its working directory.
-func (sh *shell) record(pid int, envBlob []byte) {
-	if !slicesEqual(envBlob, sh.envBlob) {
+func (sh *shell) record(pid int, ev shellEvent) {
+	if envBlob := ev.env; ev.envSize == 0 && !slicesEqual(envBlob, sh.envBlob) {
 		sh.envBlob = envBlob
 		sh.env = parseExports(envBlob)
 	}
@@ -352,6 +372,30 @@ func (sh *shell) record(pid int, envBlob []byte) {
 	sh.lastState.Lock()
 	sh.snapCwd, sh.snapEnv = sh.cwd, sh.env
 	sh.lastState.Unlock()
+}
+
+// readCapped reads up to and without the next NUL. Past max bytes it reads
+// on to the NUL without keeping anything and returns nil and the size.
+func readCapped(br *bufio.Reader, max int) ([]byte, int64, error) {
+	var out []byte
+	var size int64
+	for {
+		chunk, err := br.ReadSlice(0)
+		size += int64(len(chunk))
+		if size <= int64(max)+1 {
+			out = append(out, chunk...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return nil, size, err
+		}
+		if size > int64(max)+1 {
+			return nil, size - 1, nil
+		}
+		return out[:len(out)-1], size - 1, nil
+	}
 }
 
 func slicesEqual(a, b []byte) bool { return string(a) == string(b) }
@@ -374,15 +418,20 @@ func readStatus(f *os.File, events chan<- shellEvent) {
 			}
 			events <- shellEvent{kind: evStarted, seq: strings.TrimSuffix(seq, "\x00")}
 		case evEnded:
-			st, err1 := br.ReadString(0)
-			env, err2 := br.ReadBytes(0)
+			st, _, err1 := readCapped(br, 64)
+			env, size, err2 := readCapped(br, maxEnvReport)
 			if err1 != nil || err2 != nil {
 				events <- shellEvent{kind: evGone}
 				return
 			}
-			seq, code, _ := strings.Cut(strings.TrimSuffix(st, "\x00"), " ")
-			n, _ := strconv.Atoi(code)
-			events <- shellEvent{kind: evEnded, seq: seq, status: n, env: env[:len(env)-1]}
+			ev := shellEvent{kind: evEnded, env: env}
+			if env == nil {
+				ev.envSize = size
+			}
+			seq, code, _ := strings.Cut(string(st), " ")
+			ev.seq = seq
+			ev.status, _ = strconv.Atoi(code)
+			events <- ev
 		}
 	}
 }
@@ -611,6 +660,7 @@ func (sh *shell) run(ctx context.Context, req *agentproto.ExecRequest, stdin io.
 	var giveUp <-chan time.Time
 	done := ctx.Done()
 	gone := false
+	var envSize int64
 	startAbort := func() {
 		if abort != nil {
 			return
@@ -635,7 +685,9 @@ loop:
 			}
 			switch ev.kind {
 			case evStarted:
-				cols = append(cols, collect(outF, agentproto.ChanStdout, out), collect(errF, agentproto.ChanStderr, out))
+				ec := &collector{f: errF, ch: agentproto.ChanStderr, out: out, done: make(chan struct{}), filter: &nameFilter{repl: sh.name() + ": "}}
+				go ec.run()
+				cols = append(cols, collect(outF, agentproto.ChanStdout, out), ec)
 				if inF != nil {
 					stdinDone = make(chan struct{})
 					go func() {
@@ -646,7 +698,8 @@ loop:
 				}
 			case evEnded:
 				res.ExitCode = ev.status
-				sh.record(p.pid, ev.env)
+				sh.record(p.pid, ev)
+				envSize = ev.envSize
 				break loop
 			case evGone:
 				res.ExitCode = waitCode(p.reap())
@@ -695,6 +748,9 @@ loop:
 	} else {
 		sh.outQ.close()
 		sh.errQ.close()
+	}
+	if envSize > 0 {
+		out.write(agentproto.ChanStderr, []byte(fmt.Sprintf("warren: the exported environment is %d bytes, more than the %d this session keeps; the shell keeps its variables, but argv calls and a restarted shell get the environment from before\n", envSize, maxEnvReport)))
 	}
 	if gone {
 		p.tok.Close()

@@ -77,3 +77,45 @@ func catchFatalDefaults() error {
 	}
 	return nil
 }
+
+// sigFilterAddr returns the address of sigFilter (sigstub_*.s).
+func sigFilterAddr() uintptr
+
+// goHandlers holds, by signal number, the Go runtime's handler that
+// sigFilter passes real faults to. Written before sigFilter is installed,
+// read only by it.
+var goHandlers [65]uintptr
+
+// faultSignals are the signals the Go runtime treats as a fault of its own
+// when their si_code is not SI_USER or SI_TKILL.
+var faultSignals = []unix.Signal{unix.SIGILL, unix.SIGTRAP, unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSTKFLT, unix.SIGSYS}
+
+// filterQueuedFaults puts sigFilter in front of the runtime's handler for
+// faultSignals. The runtime decides "did someone send this?" by si_code
+// SI_USER or SI_TKILL only: a SIGSEGV queued with sigqueue(2) (SI_QUEUE)
+// is taken for a fault of the agent's own and becomes a panic, a queued
+// SIGILL or SIGSYS a crash, so any sandboxed process could end its
+// session's agent with one call. The kernel lets no process but the target
+// itself queue a signal with si_code > 0, so everything at or below zero is
+// from outside and is dropped; the agent never needs these signals from
+// anyone. Must run after the runtime installed its handlers (it does at
+// start) and after os/signal.Notify took any of these signals.
+func filterQueuedFaults() error {
+	filter := sigFilterAddr()
+	for _, sig := range faultSignals {
+		var old kernelSigaction
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+			return e
+		}
+		if old.handler <= 1 { // SIG_DFL or SIG_IGN: nothing to filter for
+			continue
+		}
+		goHandlers[sig] = old.handler
+		act := old
+		act.handler = filter
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0); e != 0 {
+			return e
+		}
+	}
+	return nil
+}

@@ -67,6 +67,14 @@ func run(status *os.File) error {
 	if err != nil {
 		return step("read spec", err)
 	}
+	// Only the descriptors the spec names cross into the sandbox: anything
+	// else the daemon holds without close-on-exec (a descriptor its own
+	// parent left it, `exec 200<dir` in a shell) would stay open in the
+	// agent, where the file API runs, and reach the host. They close at the
+	// exec; closing them now could take one the Go runtime opened.
+	if err := closeStrays(s.LastFD()); err != nil {
+		return step("close inherited descriptors", err)
+	}
 	// The agent's program, opened by the daemon (see spec.ProgramFD). The
 	// agent runs from it through /proc/self/fd.
 	exe := s.ProgramFD()
@@ -129,6 +137,33 @@ func run(status *os.File) error {
 	// from the spec, never this one.
 	err = syscall.Exec(prog, argv, []string{"GOMAXPROCS=1"})
 	return step("exec agent", err)
+}
+
+// closeStrays marks every descriptor above last close-on-exec, so the exec
+// of the agent closes them (close_range, Linux 5.11; /proc/self/fd before
+// that).
+func closeStrays(last int) error {
+	err := unix.CloseRange(uint(last+1), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if fd, err := strconv.Atoi(n); err == nil && fd > last {
+			if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && err != unix.EBADF {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // joinCgroups moves init into S, roots a new cgroup namespace there (on this
@@ -528,7 +563,7 @@ func loopbackUp() error {
 }
 
 // dropPrivileges cuts this thread's capabilities to keep (bounding,
-// effective, permitted and inheritable sets; ambient cleared) and sets
+// effective and permitted sets; inheritable and ambient cleared) and sets
 // no_new_privs. The exec that follows hands exactly this state to the agent.
 //
 // Preconditions: called on the thread that will exec, after every
@@ -557,10 +592,14 @@ func dropPrivileges(keep []int) error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
+	// The inheritable set stays empty, as Docker's since CVE-2022-24769:
+	// it survives setuid and execve, so a non-root program with file
+	// inheritable capabilities would get the set back. Root's programs do
+	// not need it (execve as root gives them the bounding set).
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	data := [2]unix.CapUserData{
-		{Effective: mask[0], Permitted: mask[0], Inheritable: mask[0]},
-		{Effective: mask[1], Permitted: mask[1], Inheritable: mask[1]},
+		{Effective: mask[0], Permitted: mask[0]},
+		{Effective: mask[1], Permitted: mask[1]},
 	}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("set capabilities: %w", err)

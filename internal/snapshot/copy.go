@@ -220,10 +220,24 @@ func (c *copier) finish(fd, dfd int, st *unix.Stat_t, isDir bool) error {
 	if err := unix.Fchown(dfd, c.id(st.Uid), c.id(st.Gid)); err != nil {
 		return err
 	}
-	if err := unix.Fchmod(dfd, st.Mode&0o7777); err != nil {
+	if err := unix.Fchmod(dfd, layerMode(st.Mode, isDir)); err != nil {
 		return err
 	}
 	return unix.Futimes(dfd, []unix.Timeval{unix.NsecToTimeval(unix.TimespecToNsec(st.Atim)), unix.NsecToTimeval(unix.TimespecToNsec(st.Mtim))})
+}
+
+// layerMode is the permission of a file copied or imported into a layer:
+// a regular file loses setuid and setgid. Re-based to the canonical ids, a
+// session's setuid-root file would be a setuid file of the host's real
+// root on the data filesystem (mounted without nosuid as a rule), and
+// sessions run with no_new_privs, where the bits grant nothing anyway. A
+// directory keeps setgid (its files inherit its group).
+func layerMode(mode uint32, isDir bool) uint32 {
+	mode &= 0o7777
+	if !isDir {
+		mode &^= unix.S_ISUID | unix.S_ISGID
+	}
+	return mode
 }
 
 // finishPath sets the owner and times of a link, whiteout or fifo name in

@@ -15,6 +15,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/errdefs"
 )
 
 // ManifestName is the first entry of a snapshot archive.
@@ -61,11 +63,23 @@ func (l Layer) OverlayDir(target string) string {
 // the layer format (whiteouts as character devices 0/0, opaque directories
 // with the user.overlay.opaque xattr in a SCHILY.xattr PAX record, owners
 // as canonical numeric ids).
+//
+// Sparse files are exported at their full size (archive/tar writes no
+// sparse entries), so the regular-file data is capped at
+// DefaultMaxExportBytes: a larger snapshot is refused with ErrTooLarge
+// before anything is written (a walk of the layers sums the sizes first).
 func Export(ctx context.Context, w io.Writer, m Manifest, layers []Layer) error {
-	zw, err := zstd.NewWriter(w)
-	if err != nil {
-		return err
-	}
+	return ExportLimited(ctx, w, m, layers, DefaultMaxExportBytes)
+}
+
+// DefaultMaxExportBytes is Export's cap on file data: the default of what
+// Import accepts (ImportLimits.MaxBytes), so every export can come back.
+const DefaultMaxExportBytes = 8 << 30
+
+// ExportLimited is Export with a cap of max bytes of regular-file data (0:
+// none). Past the cap it fails with errdefs.ErrTooLarge, before writing
+// anything.
+func ExportLimited(ctx context.Context, w io.Writer, m Manifest, layers []Layer, max int64) error {
 	m.Version = ManifestVersion
 	m.Overlays = nil
 	for _, l := range layers {
@@ -75,18 +89,43 @@ func Export(ctx context.Context, w io.Writer, m Manifest, layers []Layer) error 
 			}
 		}
 	}
+	if max > 0 {
+		// A dry walk (no tar, no file data) finds an oversized snapshot
+		// before a byte goes out: a 10 TiB sparse file would otherwise
+		// stream zeros until the client gave up.
+		dry := &exporter{ctx: ctx, links: map[inode]string{}, max: max}
+		if err := dry.trees(m, layers); err != nil {
+			return err
+		}
+	}
+	zw, err := zstd.NewWriter(w)
+	if err != nil {
+		return err
+	}
 	tw := tar.NewWriter(zw)
-	e := &exporter{ctx: ctx, tw: tw, links: map[inode]string{}}
+	e := &exporter{ctx: ctx, tw: tw, links: map[inode]string{}, max: max}
 	if err := e.manifest(&m); err != nil {
 		zw.Close()
 		return err
 	}
+	if err := e.trees(m, layers); err != nil {
+		zw.Close()
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		zw.Close()
+		return err
+	}
+	return zw.Close()
+}
+
+// trees writes root/ and ov/<i>/ of the layers.
+func (e *exporter) trees(m Manifest, layers []Layer) error {
 	var roots []string
 	for _, l := range layers {
 		roots = append(roots, l.RootDir())
 	}
 	if err := e.tree("root", roots); err != nil {
-		zw.Close()
 		return err
 	}
 	for i, t := range m.Overlays {
@@ -97,21 +136,18 @@ func Export(ctx context.Context, w io.Writer, m Manifest, layers []Layer) error 
 			}
 		}
 		if err := e.tree("ov/"+strconv.Itoa(i), dirs); err != nil {
-			zw.Close()
 			return err
 		}
 	}
-	if err := tw.Close(); err != nil {
-		zw.Close()
-		return err
-	}
-	return zw.Close()
+	return nil
 }
 
 type exporter struct {
 	ctx   context.Context
-	tw    *tar.Writer
+	tw    *tar.Writer      // nil: a dry walk that only counts
 	links map[inode]string // first archive name of inodes with several links
+	max   int64            // cap on regular-file data (0: none)
+	bytes int64            // regular-file data so far
 }
 
 func (e *exporter) manifest(m *Manifest) error {
@@ -264,6 +300,12 @@ func (e *exporter) entry(name, base string, dirs []int, depth int) error {
 			}
 			e.links[inode{st.Dev, st.Ino}] = name
 		}
+		if e.bytes += st.Size; e.max > 0 && e.bytes > e.max {
+			return errdefs.New(errdefs.ErrTooLarge, "the snapshot holds more than %d bytes of file data (sparse files count at their full size), more than an export carries", e.max)
+		}
+		if e.tw == nil {
+			return nil
+		}
 		fd, err := openChecked(parent, base, unix.O_NONBLOCK, unix.S_IFREG, &st)
 		if err != nil {
 			return fmt.Errorf("open %s: %w", name, err)
@@ -304,11 +346,20 @@ func isOpaque(fd int) bool {
 }
 
 func (e *exporter) header(name string, typ byte, st *unix.Stat_t, link string, xs map[string][]byte) error {
+	if e.tw == nil {
+		return nil
+	}
+	mode := int64(st.Mode & 0o7777)
+	if typ == tar.TypeReg || typ == tar.TypeLink {
+		// No setuid or setgid file leaves in an archive (a snapshot made
+		// before Copy cleared them may still hold one).
+		mode &^= unix.S_ISUID | unix.S_ISGID
+	}
 	hdr := &tar.Header{
 		Typeflag: typ,
 		Name:     name,
 		Linkname: link,
-		Mode:     int64(st.Mode & 0o7777),
+		Mode:     mode,
 		Uid:      int(st.Uid),
 		Gid:      int(st.Gid),
 		ModTime:  time.Unix(st.Mtim.Unix()),

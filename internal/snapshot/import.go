@@ -314,7 +314,7 @@ func (u *unpacker) entry(hdr *tar.Header) error {
 		if err := unix.Fchown(fd, uid, gid); err != nil {
 			return err
 		}
-		if err := unix.Fchmod(fd, mode); err != nil {
+		if err := unix.Fchmod(fd, layerMode(mode, false)); err != nil {
 			return err
 		}
 		return unix.Futimes(fd, []unix.Timeval{unix.NsecToTimeval(hdr.ModTime.UnixNano()), unix.NsecToTimeval(hdr.ModTime.UnixNano())})

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/zstd"
@@ -126,7 +127,15 @@ func TestCopyRebases(t *testing.T) {
 	delete(want, "etc/null")
 	for k, n := range want {
 		n.UID, n.GID = n.UID-base, n.GID-base
+		if n.Type == "file" {
+			// A setuid file of the session would be the host root's
+			// once re-based: the bits go.
+			n.Mode &^= os.ModeSetuid | os.ModeSetgid
+		}
 		want[k] = n
+	}
+	if n := got["sparse"]; n.Mode != 0o755 {
+		t.Errorf("the session's setuid-root file is %v in the layer, want 0755", n.Mode)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("copy differs (-want +got):\n%s", diff)
@@ -349,4 +358,80 @@ func FuzzImport(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestImportClearsSetuid: an archive's setuid-root file lands without the
+// bit, and an old layer's setuid file leaves an export without it.
+func TestImportClearsSetuid(t *testing.T) {
+	testutil.RequiresRoot(t)
+	layer := filepath.Join(t.TempDir(), "snap")
+	must(t, os.MkdirAll(filepath.Join(layer, "root"), 0o755))
+	f := filepath.Join(layer, "root", "suid")
+	must(t, os.WriteFile(f, []byte("x"), 0o755))
+	must(t, os.Chmod(f, 0o6755))
+	var buf bytes.Buffer
+	if err := Export(context.Background(), &buf, Manifest{Image: "base"}, []Layer{{Dir: layer}}); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zstd.NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			break
+		}
+		if hdr.Name == "root/suid" && hdr.Mode&0o6000 != 0 {
+			t.Errorf("the export carries %s with mode %o", hdr.Name, hdr.Mode)
+		}
+	}
+	zr.Close()
+	// An archive made elsewhere, with the bits set.
+	var raw bytes.Buffer
+	zw, _ := zstd.NewWriter(&raw)
+	tw := tar.NewWriter(zw)
+	man := []byte(`{"version":1,"image":"base"}`)
+	tw.WriteHeader(&tar.Header{Name: ManifestName, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(man))})
+	tw.Write(man)
+	tw.WriteHeader(&tar.Header{Name: "root/", Typeflag: tar.TypeDir, Mode: 0o755})
+	tw.WriteHeader(&tar.Header{Name: "root/suid", Typeflag: tar.TypeReg, Mode: 0o6755, Size: 1})
+	tw.Write([]byte("x"))
+	tw.Close()
+	zw.Close()
+	dst := filepath.Join(t.TempDir(), "imported")
+	if _, _, err := Import(context.Background(), bytes.NewReader(raw.Bytes()), dst, ImportLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := describe(t, filepath.Join(dst, "root"))["suid"]; n.Mode != 0o755 {
+		t.Errorf("imported setuid file has mode %v, want 0755", n.Mode)
+	}
+}
+
+// TestExportCap: a snapshot holding a 10 TiB sparse file is refused with
+// too_large before a byte is written, instead of streaming zeros until the
+// client leaves.
+func TestExportCap(t *testing.T) {
+	testutil.RequiresRoot(t)
+	layer := filepath.Join(t.TempDir(), "snap")
+	must(t, os.MkdirAll(filepath.Join(layer, "root"), 0o755))
+	f, err := os.Create(filepath.Join(layer, "root", "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(10 << 40); err != nil {
+		f.Close()
+		t.Skipf("this filesystem cannot hold a 10 TiB sparse file: %v", err)
+	}
+	f.Close()
+	var buf bytes.Buffer
+	start := time.Now()
+	err = Export(context.Background(), &buf, Manifest{Image: "base"}, []Layer{{Dir: layer}})
+	if !errdefs.Is(err, errdefs.ErrTooLarge) {
+		t.Fatalf("export of a 10 TiB sparse file: %v, want too_large", err)
+	}
+	if buf.Len() != 0 || time.Since(start) > 5*time.Second {
+		t.Errorf("the refusal came after %d bytes and %v", buf.Len(), time.Since(start))
+	}
 }

@@ -87,6 +87,17 @@ except OSError as x: print("setuid(0)", x.errno)`)
 			}
 		}
 	})
+	t.Run("inheritable set is empty", func(t *testing.T) {
+		// Docker clears it since CVE-2022-24769: an inheritable set
+		// survives setuid and execve, and with a file's inheritable
+		// capabilities a non-root program would get them back.
+		if got := b.out(t, "grep CapInh /proc/self/status"); got != "CapInh:\t0000000000000000\n" {
+			t.Errorf("root's inheritable set: %q, want empty", got)
+		}
+		if got := drop(t, "/bin/grep", "CapInh", "/proc/self/status"); got != "CapInh:\t0000000000000000\n" {
+			t.Errorf("uid 1000's inheritable set: %q, want empty", got)
+		}
+	})
 	t.Run("no_new_privs cannot be cleared", func(t *testing.T) {
 		got := b.pyKV(t, `
 out("clear", "OK" if libc.prctl(38, 0, 0, 0, 0) == 0 and open("/proc/self/status").read().find("NoNewPrivs:\t0") >= 0 else "kept")
