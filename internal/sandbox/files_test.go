@@ -93,7 +93,13 @@ func TestFilesStayInside(t *testing.T) {
 	ctx := context.Background()
 	mustOut(t, sb, "echo inside > /etc/shadow; ln -s /etc/shadow /workspace/shadow; ln -s / /workspace/root; ln -s ../../../../../../etc/shadow /workspace/up; echo ok", "ok\n")
 	host, _ := os.ReadFile("/etc/shadow")
-	for _, p := range []string{"shadow", "root/etc/shadow", "up", "../../../../etc/shadow", "/../../etc/shadow", "/proc/1/root/etc/shadow", "/proc/self/cwd/../../etc/shadow"} {
+	// /proc magic links are never followed by the file API.
+	for _, p := range []string{"/proc/1/root/etc/shadow", "/proc/self/cwd/../../etc/shadow"} {
+		if _, err := readAll(t, sb, p); !errdefs.Is(err, errdefs.ErrPermissionDenied) {
+			t.Errorf("ReadFile(%q): %v, want permission_denied", p, err)
+		}
+	}
+	for _, p := range []string{"shadow", "root/etc/shadow", "up", "../../../../etc/shadow", "/../../etc/shadow"} {
 		got, err := readAll(t, sb, p)
 		if err != nil {
 			t.Errorf("ReadFile(%q): %v", p, err)
