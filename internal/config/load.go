@@ -144,10 +144,8 @@ func (c *Config) ApplyTOML(doc []byte) ([]string, error) {
 		case *time.Duration:
 			*p = f.Interface().(*tomlDuration).d
 		case *[]string:
-			*p = nil // an empty array is the empty list, as by default
-			for _, v := range *f.Interface().(*[]string) {
-				*p = append(*p, v)
-			}
+			// A copy; an empty array is the empty list (nil), as by default.
+			*p = append([]string(nil), *f.Interface().(*[]string)...)
 		}
 		keys = append(keys, s.Key)
 	}
