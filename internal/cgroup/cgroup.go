@@ -67,8 +67,21 @@ type Hierarchy struct {
 	version int
 	root    string            // v2: the unified mount point
 	mounts  map[string]string // v1: controller -> mount point
-	parent  string            // warren's parent, relative to the root(s)
+	// base (v2) is the delegated cgroup the daemon was started in, relative
+	// to root ("" outside a delegated subtree): warren's parent lives below
+	// it. leaf is the child of base the daemon moves itself into in Setup
+	// ("" when it already runs in a leaf of base).
+	base, leaf string
+	parent     string // warren's parent, relative to the root(s) or to base
 }
+
+// DaemonLeaf is the cgroup a daemon started directly in a delegated cgroup
+// moves itself (and whatever else runs there) into, so that the delegated
+// cgroup holds no process and can hand controllers to the sessions' parent:
+// cgroup v2 puts processes in leaves only ("no internal processes"). The
+// name matches systemd's DelegateSubgroup=daemon (systemd 254+), which
+// starts the daemon there in the first place.
+const DaemonLeaf = "daemon"
 
 // Detect reads /proc/self/mountinfo and returns the host's hierarchy with
 // warren's cgroups under parent (a relative path such as "warren").
@@ -78,7 +91,16 @@ func Detect(parent string) (*Hierarchy, error) {
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs("/sys/fs/cgroup", &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
-		return NewV2("/sys/fs/cgroup", parent), nil
+		h := NewV2("/sys/fs/cgroup", parent)
+		own, err := ownCgroup("/proc/self/cgroup")
+		if err != nil {
+			return nil, err
+		}
+		h.base, h.leaf = delegation(h.root, own)
+		if h.base != "" && (parent == DaemonLeaf || strings.HasPrefix(parent, DaemonLeaf+"/")) {
+			return nil, fmt.Errorf("cgroup parent %q is the daemon's own leaf in the delegated cgroup %s; choose another name", parent, h.base)
+		}
+		return h, nil
 	}
 	mounts, err := v1Mounts("/proc/self/mountinfo")
 	if err != nil {
@@ -90,6 +112,69 @@ func Detect(parent string) (*Hierarchy, error) {
 		}
 	}
 	return NewV1(mounts, parent), nil
+}
+
+// ownCgroup returns this process's cgroup v2 path from /proc/self/cgroup
+// (the "0::" line), as seen from its cgroup namespace.
+func ownCgroup(procCgroup string) (string, error) {
+	b, err := os.ReadFile(procCgroup)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s has no cgroup v2 entry", procCgroup)
+}
+
+// delegation finds the subtree a service manager handed to the daemon,
+// whose process is in own (a path below the v2 mount root). It returns the
+// delegated cgroup (relative to root) and the leaf to move into, or "" for
+// both outside a delegated subtree, where warren's parent stays relative to
+// the root as before (a daemon run by hand, or by a manager that delegates
+// nothing).
+//
+// A cgroup is delegated when it carries systemd's trusted.delegate (or, for
+// a user manager, user.delegate) extended attribute, set by Delegate=yes;
+// the nearest such ancestor of own is the subtree. The root of a cgroup
+// namespace that is not the hierarchy's root (a container with a private
+// cgroup namespace) is delegated too: its owner gave the whole namespace
+// away. Only the real root cgroup may hold processes and enable controllers
+// for children at once, which is why it needs no leaf.
+func delegation(root, own string) (base, leaf string) {
+	if own == "/" {
+		// Only non-root cgroups have cgroup.type.
+		if exists(filepath.Join(root, "cgroup.type")) {
+			return "/", DaemonLeaf
+		}
+		return "", ""
+	}
+	if !strings.HasPrefix(own, "/") || strings.HasPrefix(own, "/..") {
+		// Outside our cgroup namespace's view: nothing to nest into.
+		return "", ""
+	}
+	for p := own; p != "/"; p = filepath.Dir(p) {
+		if delegated(filepath.Join(root, p)) {
+			if p == own {
+				return p, DaemonLeaf
+			}
+			return p, ""
+		}
+	}
+	return "", ""
+}
+
+func delegated(dir string) bool {
+	for _, attr := range []string{"trusted.delegate", "user.delegate"} {
+		buf := make([]byte, 8)
+		n, err := unix.Getxattr(dir, attr, buf)
+		if err == nil && strings.TrimSpace(string(buf[:n])) == "1" {
+			return true
+		}
+	}
+	return false
 }
 
 func checkParent(parent string) error {
@@ -159,6 +244,15 @@ func cgroupMounts(mountinfo string) ([]mount, error) {
 // Version is 1 or 2.
 func (h *Hierarchy) Version() int { return h.version }
 
+// Dirs are warren's parent cgroup directories, one per hierarchy: where
+// sessions' cgroups are made.
+func (h *Hierarchy) Dirs() []string { return h.dirs("") }
+
+// Delegated returns, on v2 inside a delegated subtree, the delegated cgroup
+// (relative to the mount root) and the leaf the daemon moves into ("" when it
+// already runs in one); "" outside one.
+func (h *Hierarchy) Delegated() (base, leaf string) { return h.base, h.leaf }
+
 // Controllers lists the controllers warren will use.
 func (h *Hierarchy) Controllers() []string {
 	if h.version == 2 {
@@ -176,7 +270,7 @@ func (h *Hierarchy) Controllers() []string {
 // dirs returns one directory per distinct hierarchy for the relative path rel.
 func (h *Hierarchy) dirs(rel string) []string {
 	if h.version == 2 {
-		return []string{filepath.Join(h.root, h.parent, rel)}
+		return []string{filepath.Join(h.root, h.base, h.parent, rel)}
 	}
 	var out []string
 	for _, c := range h.Controllers() {
@@ -207,7 +301,7 @@ func (h *Hierarchy) leaves(d string) []string {
 // controllerDir returns the directory of rel in the hierarchy of controller c.
 func (h *Hierarchy) controllerDir(c, rel string) string {
 	if h.version == 2 {
-		return filepath.Join(h.root, h.parent, rel)
+		return filepath.Join(h.root, h.base, h.parent, rel)
 	}
 	if h.mounts[c] == "" {
 		return ""
@@ -216,11 +310,18 @@ func (h *Hierarchy) controllerDir(c, rel string) string {
 }
 
 // Setup creates warren's parent cgroup and, on v2, enables the controllers
-// for its children.
+// for its children. In a delegated cgroup where the daemon runs itself, it
+// first moves every process there into DaemonLeaf.
 func (h *Hierarchy) Setup() error {
 	if h.version == 2 {
-		// Enable the controllers in every ancestor from the root down.
-		dir := h.root
+		dir := filepath.Join(h.root, h.base)
+		if h.leaf != "" {
+			if err := evacuate(dir, filepath.Join(dir, h.leaf)); err != nil {
+				return err
+			}
+		}
+		// Enable the controllers in every ancestor from the root (or the
+		// delegated cgroup: above it is the service manager's) down.
 		for _, part := range strings.Split(h.parent, "/") {
 			if err := enable(dir, v2Wanted); err != nil {
 				return err
@@ -238,6 +339,33 @@ func (h *Hierarchy) Setup() error {
 		}
 	}
 	return nil
+}
+
+// evacuate moves every process of the cgroup from into the leaf to (made
+// if missing): this daemon and whatever the service manager started beside
+// it, such as a wrapper shell. A process that forks meanwhile leaves a child
+// behind, so it repeats until from is empty.
+func evacuate(from, to string) error {
+	if err := os.Mkdir(to, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create the daemon's cgroup %s: %w", to, err)
+	}
+	for range 100 {
+		b, err := os.ReadFile(filepath.Join(from, "cgroup.procs"))
+		if err != nil {
+			return fmt.Errorf("read %s/cgroup.procs: %w", from, err)
+		}
+		pids := strings.Fields(string(b))
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, p := range pids {
+			// ESRCH: it exited meanwhile.
+			if err := writeFile(filepath.Join(to, "cgroup.procs"), p); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("move process %s from the delegated cgroup %s into %s: %w", p, from, to, err)
+			}
+		}
+	}
+	return fmt.Errorf("processes keep appearing in the delegated cgroup %s", from)
 }
 
 func enable(dir string, controllers []string) error {

@@ -57,6 +57,19 @@ type Options struct {
 // Run runs every check in order. Later checks that depend on a failed
 // earlier one are skipped.
 func Run(ctx context.Context, o Options) []Check {
+	// The checks make warren's parent cgroup; remove it at the end unless
+	// it was there before (a daemon's), so a doctor run leaves nothing.
+	if h, err := cgroup.Detect(o.CgroupParent); err == nil {
+		fresh := true
+		for _, d := range h.Dirs() {
+			if _, err := os.Stat(d); err == nil {
+				fresh = false
+			}
+		}
+		if fresh {
+			defer h.Teardown()
+		}
+	}
 	var out []Check
 	add := func(c Check) bool { out = append(out, c); return c.OK }
 	add(checkKernel())
@@ -252,7 +265,14 @@ func checkCgroups(parent string) (Check, bool) {
 		c.Fix = "mount cgroup v2 at /sys/fs/cgroup (or v1 with memory, pids and cpu)"
 		return c, false
 	}
-	c.Detail = fmt.Sprintf("v%d, controllers %s", h.Version(), strings.Join(h.Controllers(), ", "))
+	c.Detail = fmt.Sprintf("v%d, controllers %s; sessions under %s", h.Version(), strings.Join(h.Controllers(), ", "), strings.Join(h.Dirs(), ", "))
+	if base, leaf := h.Delegated(); base != "" {
+		c.Detail += " (in the delegated cgroup " + base
+		if leaf != "" {
+			c.Detail += "; the daemon moves into " + filepath.Join(base, leaf) + ", as this check just did"
+		}
+		c.Detail += ")"
+	}
 	// Prove it: create and remove a session cgroup with limits.
 	if err := h.Setup(); err != nil {
 		c.Detail += "; cannot create the parent: " + err.Error()
