@@ -17,13 +17,13 @@ import (
 // extended attribute systemd sets (Delegate=yes).
 func TestDelegation(t *testing.T) {
 	tests := []struct {
-		name      string
-		own       string
-		delegate  string // directory (relative) given trusted.delegate=1
-		attr      string
-		nsRoot    bool // root has cgroup.type: a cgroup namespace's root, not the hierarchy's
-		wantBase  string
-		wantLeaf  string
+		name     string
+		own      string
+		delegate string // directory (relative) given trusted.delegate=1
+		attr     string
+		nsRoot   bool // root has cgroup.type: a cgroup namespace's root, not the hierarchy's
+		wantBase string
+		wantLeaf string
 	}{
 		{name: "real root", own: "/"},
 		{name: "container namespace root", own: "/", nsRoot: true, wantBase: "/", wantLeaf: DaemonLeaf},
