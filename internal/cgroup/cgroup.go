@@ -67,20 +67,21 @@ type Hierarchy struct {
 	version int
 	root    string            // v2: the unified mount point
 	mounts  map[string]string // v1: controller -> mount point
-	// base (v2) is the delegated cgroup the daemon was started in, relative
-	// to root ("" outside a delegated subtree): warren's parent lives below
-	// it. leaf is the child of base the daemon moves itself into in Setup
-	// ("" when it already runs in a leaf of base).
-	base, leaf string
-	parent     string // warren's parent, relative to the root(s) or to base
+	// base (v2) is the delegated cgroup warren's parent lives below,
+	// relative to root ("" for the root itself; see delegation). leaf is
+	// the child of base the daemon moves itself into in Setup ("" when it
+	// already runs in one). stuck is a delegated cgroup the daemon runs in
+	// directly and does not nest in.
+	base, leaf, stuck string
+	parent            string // warren's parent, relative to the root(s) or to base
 }
 
-// DaemonLeaf is the cgroup a daemon started directly in a delegated cgroup
-// moves itself (and whatever else runs there) into, so that the delegated
-// cgroup holds no process and can hand controllers to the sessions' parent:
-// cgroup v2 puts processes in leaves only ("no internal processes"). The
-// name matches systemd's DelegateSubgroup=daemon (systemd 254+), which
-// starts the daemon there in the first place.
+// DaemonLeaf is the cgroup a daemon started at the root of a container's
+// cgroup namespace moves itself (and whatever else runs there) into, so
+// that the namespace's root holds no process and can hand controllers to
+// the sessions' parent: cgroup v2 puts processes in leaves only ("no
+// internal processes"). The name matches what the unit in packaging/ asks
+// systemd 254+ for with DelegateSubgroup=daemon.
 const DaemonLeaf = "daemon"
 
 // Detect reads /proc/self/mountinfo and returns the host's hierarchy with
@@ -96,7 +97,7 @@ func Detect(parent string) (*Hierarchy, error) {
 		if err != nil {
 			return nil, err
 		}
-		h.base, h.leaf = delegation(h.root, own)
+		h.base, h.leaf, h.stuck = delegation(h.root, own)
 		if h.base != "" && (parent == DaemonLeaf || strings.HasPrefix(parent, DaemonLeaf+"/")) {
 			return nil, fmt.Errorf("cgroup parent %q is the daemon's own leaf in the delegated cgroup %s; choose another name", parent, h.base)
 		}
@@ -131,39 +132,49 @@ func ownCgroup(procCgroup string) (string, error) {
 
 // delegation finds the subtree a service manager handed to the daemon,
 // whose process is in own (a path below the v2 mount root). It returns the
-// delegated cgroup (relative to root) and the leaf to move into, or "" for
-// both outside a delegated subtree, where warren's parent stays relative to
-// the root as before (a daemon run by hand, or by a manager that delegates
-// nothing).
+// cgroup to nest warren's parent in (relative to root; "" for the root, as
+// before: a daemon run by hand, or by a manager that delegates nothing), the
+// leaf to move into first ("" for none), and, when the daemon runs directly
+// in a delegated cgroup that it must not nest in, that cgroup.
 //
 // A cgroup is delegated when it carries systemd's trusted.delegate (or, for
-// a user manager, user.delegate) extended attribute, set by Delegate=yes;
-// the nearest such ancestor of own is the subtree. The root of a cgroup
-// namespace that is not the hierarchy's root (a container with a private
-// cgroup namespace) is delegated too: its owner gave the whole namespace
-// away. Only the real root cgroup may hold processes and enable controllers
-// for children at once, which is why it needs no leaf.
-func delegation(root, own string) (base, leaf string) {
+// a user manager, user.delegate) extended attribute, set by Delegate=yes.
+//
+//   - Below a delegated cgroup D (systemd 254+ with DelegateSubgroup=daemon
+//     starts the daemon in D/daemon): the parent nests in D.
+//   - Directly in D (Delegate=yes without DelegateSubgroup=): the parent
+//     stays at the root. Nesting would have to enable controllers in D for
+//     the sessions below it, and cgroup v2 then refuses any process in D
+//     ("no internal processes"): the next start of the unit, which systemd
+//     puts in D, would fail with EBUSY while kept sessions live there, so a
+//     restart could never adopt them. Returned as stuck, for doctor to say.
+//   - The root of a cgroup namespace that is not the hierarchy's root (a
+//     container with a private cgroup namespace): its owner gave the whole
+//     namespace away, and a new container starts in a fresh one, so the
+//     daemon moves into a leaf and the parent nests beside it.
+//
+// Only the real root cgroup may hold processes and enable controllers for
+// children at once; it has no cgroup.type.
+func delegation(root, own string) (base, leaf, stuck string) {
 	if own == "/" {
-		// Only non-root cgroups have cgroup.type.
 		if exists(filepath.Join(root, "cgroup.type")) {
-			return "/", DaemonLeaf
+			return "/", DaemonLeaf, ""
 		}
-		return "", ""
+		return "", "", ""
 	}
 	if !strings.HasPrefix(own, "/") || strings.HasPrefix(own, "/..") {
 		// Outside our cgroup namespace's view: nothing to nest into.
-		return "", ""
+		return "", "", ""
 	}
 	for p := own; p != "/"; p = filepath.Dir(p) {
 		if delegated(filepath.Join(root, p)) {
 			if p == own {
-				return p, DaemonLeaf
+				return "", "", p
 			}
-			return p, ""
+			return p, "", ""
 		}
 	}
-	return "", ""
+	return "", "", ""
 }
 
 func delegated(dir string) bool {
@@ -248,10 +259,11 @@ func (h *Hierarchy) Version() int { return h.version }
 // sessions' cgroups are made.
 func (h *Hierarchy) Dirs() []string { return h.dirs("") }
 
-// Delegated returns, on v2 inside a delegated subtree, the delegated cgroup
-// (relative to the mount root) and the leaf the daemon moves into ("" when it
-// already runs in one); "" outside one.
-func (h *Hierarchy) Delegated() (base, leaf string) { return h.base, h.leaf }
+// Delegated returns, on v2, the delegated cgroup warren's parent nests in
+// (relative to the mount root; "" when it does not nest), the leaf the
+// daemon moves into first ("" for none), and a delegated cgroup the daemon
+// runs in directly without nesting in it ("" for none; see delegation).
+func (h *Hierarchy) Delegated() (base, leaf, stuck string) { return h.base, h.leaf, h.stuck }
 
 // Controllers lists the controllers warren will use.
 func (h *Hierarchy) Controllers() []string {

@@ -17,21 +17,24 @@ import (
 // extended attribute systemd sets (Delegate=yes).
 func TestDelegation(t *testing.T) {
 	tests := []struct {
-		name     string
-		own      string
-		delegate string // directory (relative) given trusted.delegate=1
-		attr     string
-		nsRoot   bool // root has cgroup.type: a cgroup namespace's root, not the hierarchy's
-		wantBase string
-		wantLeaf string
+		name      string
+		own       string
+		delegate  string // directory (relative) given trusted.delegate=1
+		attr      string
+		nsRoot    bool // root has cgroup.type: a cgroup namespace's root, not the hierarchy's
+		wantBase  string
+		wantLeaf  string
+		wantStuck string
 	}{
 		{name: "real root", own: "/"},
 		{name: "container namespace root", own: "/", nsRoot: true, wantBase: "/", wantLeaf: DaemonLeaf},
-		{name: "in the delegated cgroup", own: "/system.slice/warren.service", delegate: "system.slice/warren.service",
-			wantBase: "/system.slice/warren.service", wantLeaf: DaemonLeaf},
-		{name: "user manager", own: "/user.slice/user-1000.slice/user@1000.service/app.slice/warren.service",
+		// systemd < 254, or no DelegateSubgroup=: nesting would make the
+		// next start of the unit fail, so the parent stays at the root.
+		{name: "directly in the delegated cgroup", own: "/system.slice/warren.service", delegate: "system.slice/warren.service",
+			wantStuck: "/system.slice/warren.service"},
+		{name: "user manager, in a leaf", own: "/user.slice/user-1000.slice/user@1000.service/app.slice/warren.service/daemon",
 			delegate: "user.slice/user-1000.slice/user@1000.service/app.slice/warren.service", attr: "user.delegate",
-			wantBase: "/user.slice/user-1000.slice/user@1000.service/app.slice/warren.service", wantLeaf: DaemonLeaf},
+			wantBase: "/user.slice/user-1000.slice/user@1000.service/app.slice/warren.service"},
 		{name: "already in a leaf (DelegateSubgroup=daemon)", own: "/system.slice/warren.service/daemon",
 			delegate: "system.slice/warren.service", wantBase: "/system.slice/warren.service"},
 		{name: "not delegated", own: "/user.slice/user-0.slice/session-3.scope"},
@@ -57,9 +60,9 @@ func TestDelegation(t *testing.T) {
 					t.Skipf("set %s on %s: %v (the test directory's filesystem has no such xattrs)", attr, root, err)
 				}
 			}
-			base, leaf := delegation(root, tc.own)
-			if base != tc.wantBase || leaf != tc.wantLeaf {
-				t.Errorf("delegation(%q) = %q, %q; want %q, %q", tc.own, base, leaf, tc.wantBase, tc.wantLeaf)
+			base, leaf, stuck := delegation(root, tc.own)
+			if base != tc.wantBase || leaf != tc.wantLeaf || stuck != tc.wantStuck {
+				t.Errorf("delegation(%q) = %q, %q, %q; want %q, %q, %q", tc.own, base, leaf, stuck, tc.wantBase, tc.wantLeaf, tc.wantStuck)
 			}
 			h := &Hierarchy{version: 2, root: root, base: base, leaf: leaf, parent: "warren"}
 			if got, want := h.Dirs()[0], filepath.Join(root, tc.wantBase, "warren"); got != want {

@@ -28,12 +28,15 @@ import (
 )
 
 // isolationProbe prints, from inside a fresh sandbox, what the sandbox
-// actually got: namespaces, id map, privileges, seccomp, masked paths.
+// actually got: namespaces, id map, privileges, seccomp, masked paths. The
+// processes are counted by a glob in the probe's own shell: a pipeline's
+// processes would come and go while /proc is read, so the count would vary
+// from run to run and between shells.
 const isolationProbe = `echo "ns $(for n in pid mnt uts ipc net cgroup user; do readlink /proc/self/ns/$n; done | tr '\n' ' ')"
 echo "hostns $(cat /proc/1/cgroup >/dev/null 2>&1; echo)"
 echo "uidmap $(tr -s ' ' </proc/self/uid_map)"
 grep -E '^(CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status
-echo "procs $(ls /proc | grep -c '^[0-9]*$')"
+set -- /proc/[0-9]*; echo "procs $#"
 echo "netdevs $(ls /sys/class/net | tr '\n' ' ')"
 for p in /proc/kcore /proc/keys /proc/timer_list /sys/firmware; do if [ -d $p ]; then n=$(ls -A $p | wc -l); echo "mask $p entries=$n"; else echo "mask $p bytes=$(head -c 64 $p 2>/dev/null | wc -c)"; fi; done
 echo "roproc $(touch /proc/sys/kernel/hostname 2>&1 | grep -q -i 'read-only\|permission' && echo yes || echo no)"
@@ -266,12 +269,19 @@ func checkCgroups(parent string) (Check, bool) {
 		return c, false
 	}
 	c.Detail = fmt.Sprintf("v%d, controllers %s; sessions under %s", h.Version(), strings.Join(h.Controllers(), ", "), strings.Join(h.Dirs(), ", "))
-	if base, leaf := h.Delegated(); base != "" {
-		c.Detail += " (in the delegated cgroup " + base
+	base, leaf, stuck := h.Delegated()
+	if base != "" {
+		c.Detail += " (nested in the delegated cgroup " + base
 		if leaf != "" {
 			c.Detail += "; the daemon moves into " + filepath.Join(base, leaf) + ", as this check just did"
 		}
 		c.Detail += ")"
+	}
+	if stuck != "" {
+		// Not a failure: sessions work there, only outside the unit.
+		c.Detail += "; the daemon runs directly in the delegated cgroup " + stuck +
+			", so sessions stay outside it: nested there, they would keep the next start of the unit out of it (cgroup v2 refuses processes in a cgroup that enables controllers for its children); " +
+			"with systemd 254+ add DelegateSubgroup=daemon to the unit and they nest under it"
 	}
 	// Prove it: create and remove a session cgroup with limits.
 	if err := h.Setup(); err != nil {

@@ -17,7 +17,8 @@ CG=/sys/fs/cgroup
 # The "service manager" of this guest: like systemd with Delegate=yes, it
 # makes the unit's cgroup, enables the controllers down to it, marks it
 # delegated (trusted.delegate, as systemd 251+ does) and starts the daemon
-# inside it. What is below the unit's cgroup is the daemon's.
+# inside it, or with DelegateSubgroup=daemon (systemd 254+) in its leaf
+# "daemon". What is below the unit's cgroup is the daemon's.
 SVC=$CG/system.slice/warren.service
 PARENT=$SVC/warren
 LOG=/tmp/serve.log
@@ -76,20 +77,53 @@ if [ $rc = 0 ] && grep -q 'this host can run warren' /tmp/doctor.out; then pass 
 # Doctor makes warren's parent cgroup for its checks and must remove it.
 if [ -e $CG/warren ]; then fail doctor-leaves-nothing "$CG/warren is left"; else pass doctor-leaves-nothing; fi
 
-section "daemon in a delegated cgroup"
-mkdir -p $SVC
+section "doctor directly in a delegated cgroup (Delegate=yes without DelegateSubgroup=)"
+# Nesting there would keep the unit's next start out of its own cgroup, so
+# the parent stays at the root and doctor says why.
+# The controllers, enabled from the root down to the units, as systemd does.
+mkdir -p $CG/system.slice
 echo "+cpu +memory +pids +io" >$CG/cgroup.subtree_control
 echo "+cpu +memory +pids +io" >$CG/system.slice/cgroup.subtree_control
+PLAIN=$CG/system.slice/plain.service
+mkdir -p $PLAIN
+setfattr -n trusted.delegate -v 1 $PLAIN
+bash -c 'echo $$ > "$1/cgroup.procs" && exec timeout 180 warren doctor' _ $PLAIN >/tmp/doctor.plain 2>&1
+rc=$?
+grep 'cgroups:' /tmp/doctor.plain
+if [ $rc = 0 ] && grep -q "sessions under $CG/warren;.*DelegateSubgroup=daemon" /tmp/doctor.plain && [ ! -e $CG/warren ] && rmdir $PLAIN; then
+	pass delegated-unit-without-subgroup "sessions stay at the root, doctor names DelegateSubgroup=daemon, nothing left"
+else
+	fail delegated-unit-without-subgroup "exit $rc; $CG/warren $([ -e $CG/warren ] && echo left || echo gone); $(tail -3 /tmp/doctor.plain)"
+fi
+
+section "doctor at the root of a container's cgroup namespace"
+# The namespace's root is a non-root cgroup holding the container's
+# processes: doctor (as the daemon) moves into a leaf and nests beside it.
+CTR=$CG/container
+mkdir -p $CTR
+bash -c 'echo $$ > "$1/cgroup.procs" && exec unshare -C -m bash -c "mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec timeout 180 warren doctor --data-dir /var/lib/warren-ctr 2>&1 || warren doctor --help >/dev/null; exit 1"' _ $CTR >/tmp/doctor.ctr 2>&1
+rc=$?
+grep 'cgroups:' /tmp/doctor.ctr
+rm -rf /var/lib/warren-ctr
+if [ $rc = 0 ] && grep -q "sessions under $CG/warren (nested in the delegated cgroup /; the daemon moves into /daemon" /tmp/doctor.ctr &&
+	[ -d $CTR/daemon ] && [ ! -e $CTR/warren ] && rmdir $CTR/daemon $CTR; then
+	pass container-namespace-root "doctor moved into the namespace's /daemon and nested its parent there"
+else
+	fail container-namespace-root "exit $rc: $(ls $CTR 2>&1 | tr '\n' ' '); $(tail -5 /tmp/doctor.ctr)"
+fi
+
+section "daemon in a delegated unit, started in its daemon leaf (systemd 254+: Delegate=yes, DelegateSubgroup=daemon)"
+mkdir -p $SVC/daemon
 setfattr -n trusted.delegate -v 1 $SVC
-if start_daemon $SVC; then pass serve; else
+if start_daemon $SVC/daemon; then pass serve; else
 	fail serve "the daemon did not start: $(tail -5 $LOG)"
 	echo "VMCHECK DONE"; poweroff -f
 fi
 own=$(cat /proc/$daemon/cgroup)
-if [ "$own" = "0::/system.slice/warren.service/daemon" ] && [ -z "$(cat $SVC/cgroup.procs)" ] && [ -d $PARENT ] && [ ! -e $CG/warren ]; then
-	pass delegation-placement "daemon in $own, sessions' parent $PARENT"
+if [ "$own" = "0::/system.slice/warren.service/daemon" ] && [ -d $PARENT ] && [ ! -e $CG/warren ]; then
+	pass delegation-placement "daemon in ${own#0::}, sessions' parent $PARENT"
 else
-	fail delegation-placement "daemon in ${own#0::}; service cgroup holds [$(cat $SVC/cgroup.procs)]; parent dirs: $(ls -d $PARENT $CG/warren 2>&1 | tr '\n' ' ')"
+	fail delegation-placement "daemon in ${own#0::}; parent dirs: $(ls -d $PARENT $CG/warren 2>&1 | tr '\n' ' ')"
 fi
 
 section "create and exec with state"
@@ -180,15 +214,14 @@ fi
 section "daemon kill -9 and re-adoption"
 kill -9 $daemon
 wait $daemon 2>/dev/null
-# systemd before 254 starts the new main process in the unit's own cgroup.
-# There the daemon enabled controllers for its sessions' parent, and the
-# kernel refuses a process in a cgroup that hands controllers to children.
+# Why the leaf: the unit's cgroup now enables controllers for the sessions'
+# parent, and cgroup v2 refuses it any process, such as a new main process
+# that a service manager without DelegateSubgroup= would start there.
 if bash -c 'echo $$ > "$1/cgroup.procs"' _ $SVC 2>/dev/null; then
-	pass restart-in-unit-cgroup "the kernel accepted a process in $SVC"
+	fail unit-cgroup-refuses-processes "the kernel accepted a process in $SVC"
 else
-	known restart-in-unit-cgroup "a new process cannot join $SVC while its sessions keep controllers enabled below it (EBUSY): systemd < 254 fails such a restart (status=219/CGROUP); systemd 254+ with DelegateSubgroup=daemon starts the daemon in $SVC/daemon, as done next"
+	pass unit-cgroup-refuses-processes "EBUSY: a restart in the unit's own cgroup could not adopt; the daemon leaf can"
 fi
-# systemd 254+ with DelegateSubgroup=daemon: straight into the leaf.
 if start_daemon $SVC/daemon; then pass restart; else fail restart "$(tail -5 $LOG)"; fi
 out=$(w exec s1 -- 'echo "$PWD A=$A"')
 if [ "$out" = "/tmp A=1" ]; then pass re-adoption "s1 kept its cwd and variables"; else fail re-adoption "s1 said: $out"; fi
@@ -222,6 +255,35 @@ if [ -z "$mounts$loops$procs" ] && [ -z "$(ls -d $PARENT/*/ 2>/dev/null)" ]; the
 else
 	fail stop-leaves-nothing "mounts [$mounts] loops [$loops] processes [$procs] cgroups [$(ls -d $PARENT/*/ 2>/dev/null)]"
 fi
+section "Go tests in the guest"
+# Static test binaries of the packages run.sh names. Their temporary
+# directories are on an ext4 with the project and quota features mounted
+# with prjquota (a tmpfs would refuse idmapped mounts on 6.1), so
+# internal/quota's project-quota mode runs too: this host's kernel cannot.
+mkdir -p /var/tmp/gotest
+truncate -s 2G /var/tmp/gotest.img
+mke2fs -q -F -t ext4 -O quota,project /var/tmp/gotest.img
+mount -o loop,prjquota /var/tmp/gotest.img /var/tmp/gotest && chmod 711 /var/tmp/gotest
+for t in /tests/*.test; do
+	[ -e "$t" ] || continue
+	name=$(basename "$t" .test)
+	t0=$(now_ms)
+	TMPDIR=/var/tmp/gotest timeout 600 "$t" -test.count=1 -test.timeout 590s -test.v >/tmp/$name.out 2>&1
+	rc=$?
+	# Skips with their reasons (the line after).
+	grep -A1 -E -- '^\s*--- SKIP' /tmp/$name.out | grep -v -- '^--$' | head -40
+	secs=$((($(now_ms) - t0) / 1000))
+	n=$(grep -c -E -- '^\s*--- PASS' /tmp/$name.out)
+	skips=$(grep -c -E -- '^\s*--- SKIP' /tmp/$name.out)
+	if [ $rc = 0 ]; then pass "gotest-$name" "$n passed, $skips skipped in ${secs}s"; else
+		fail "gotest-$name" "exit $rc after ${secs}s: $(grep -E -- '--- FAIL' /tmp/$name.out | head -5 | tr '\n' ' ')"
+		# Each failed test's own lines, and the end of the output.
+		awk '/^=== (RUN|CONT)/ { buf = "" } { buf = buf $0 "\n" } /^\s*--- FAIL/ { printf "%s", buf; buf = "" }' /tmp/$name.out | grep -v 'shut down requested' | tail -80
+		tail -5 /tmp/$name.out
+	fi
+done
+umount /var/tmp/gotest
+
 echo; echo "---- serve log (warnings and errors)"
 grep -E 'level=(WARN|ERROR)' $LOG | tail -20
 echo "VMCHECK DONE"

@@ -19,6 +19,9 @@
 #                     (default /var/cache/warren-vm; delete it to drop it)
 #   WARREN_VM_TIMEOUT seconds before qemu is killed (default 900)
 #   WARREN_VM_KEEP    1: keep the work directory (initramfs, logs) for a look
+#   WARREN_VM_TESTS   Go packages whose tests also run in the guest, built
+#                     static on this host (default: internal/quota
+#                     internal/cgroup internal/doctor; "" for none)
 #   WARREN_VM_SCRIPT  a script to run in the guest instead of check.sh (to
 #                     look into one thing; the verdict then is its VMCHECK
 #                     lines)
@@ -35,7 +38,7 @@ say() { printf '== %s (%ds)\n' "$*" $(($(date +%s) - start)); }
 die() { echo "vm-test: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "needs root (the host's doctor run starts a real sandbox)"
-for tool in qemu-system-x86_64 cpio gzip dpkg apt-get apt-cache setfattr mke2fs bash ldd; do
+for tool in qemu-system-x86_64 cpio gzip dpkg apt-get apt-cache setfattr mke2fs bash ldd /usr/bin/unshare; do
 	command -v "$tool" >/dev/null || die "$tool is missing: apt-get install qemu-system-x86 cpio e2fsprogs attr"
 done
 busybox=/bin/busybox
@@ -48,7 +51,8 @@ hostparent="warren-vmtest-$$"
 qemu_pid=
 cleanup() {
 	local rc=$?
-	[ -n "$qemu_pid" ] && kill -9 "$qemu_pid" 2>/dev/null && wait "$qemu_pid" 2>/dev/null
+	# timeout(1) passes the signal on to qemu.
+	[ -n "$qemu_pid" ] && kill -TERM "$qemu_pid" 2>/dev/null && wait "$qemu_pid" 2>/dev/null
 	# The host's doctor removes its parent cgroup itself; make sure.
 	for d in /sys/fs/cgroup/*/"$hostparent" /sys/fs/cgroup/"$hostparent"; do
 		[ -d "$d" ] && rmdir "$d" 2>/dev/null
@@ -108,14 +112,22 @@ copy_with_libs() {
 		cp -L "$lib" "$root/usr$rel"
 	done
 }
-rm -f "$root/usr/bin/bash" "$root/usr/bin/sh"
+rm -f "$root/usr/bin/bash"
 copy_with_libs "$(command -v bash)" /usr/bin/bash
-ln -s bash "$root/usr/bin/sh"
 copy_with_libs "$(command -v mke2fs)" /usr/sbin/mke2fs
 ln -sf mke2fs "$root/usr/sbin/mkfs.ext4"
 copy_with_libs "$(command -v setfattr)" /usr/bin/setfattr
+# util-linux's unshare: busybox's cannot make a cgroup namespace.
+rm -f "$root/usr/bin/unshare"
+copy_with_libs /usr/bin/unshare /usr/bin/unshare
 [ -e /etc/mke2fs.conf ] && cp /etc/mke2fs.conf "$root/etc/"
 cp "$bin" "$root/usr/bin/warren"
+# The Go tests that run in the guest as well: what this host cannot show
+# (project quotas, real cgroup v2, doctor on v2), as static test binaries.
+mkdir -p "$root/tests"
+for p in ${WARREN_VM_TESTS-internal/quota internal/cgroup internal/doctor}; do
+	(cd "$repo" && CGO_ENABLED=0 go test -c -o "$root/tests/$(basename "$p").test" "./$p") || die "go test -c ./$p failed"
+done
 for m in fs/overlayfs/overlay.ko drivers/block/loop.ko fs/quota/quota_tree.ko fs/quota/quota_v2.ko; do
 	cp "$moddir/$m" "$root/mods/"
 done
@@ -134,10 +146,14 @@ say "boot $(basename "$vmlinuz") under qemu (tcg)"
 console="$work/console.log"
 timeout -k 10 "$timeout_s" qemu-system-x86_64 -accel tcg -m 3072 -smp 2 -nographic -no-reboot \
 	-kernel "$vmlinuz" -initrd "$work/initrd.gz" \
-	-append "console=ttyS0 panic=-1 quiet" </dev/null 2>&1 | tr -d '\r' | tee "$console" &
+	-append "console=ttyS0 panic=-1 quiet" </dev/null >"$work/console.raw" 2>&1 &
 qemu_pid=$!
+# The guest's output as it comes, without the kernel's line for every layer
+# filesystem internal/quota shuts down.
+tail -n +1 -f --pid=$qemu_pid "$work/console.raw" | tr -d '\r' | grep --line-buffered -v 'shut down requested' || true
 wait "$qemu_pid" || true
 qemu_pid=
+tr -d '\r' <"$work/console.raw" >"$console"
 say "guest ended"
 
 # The verdict.
