@@ -117,6 +117,11 @@ copy_with_libs "$(command -v bash)" /usr/bin/bash
 copy_with_libs "$(command -v mke2fs)" /usr/sbin/mke2fs
 ln -sf mke2fs "$root/usr/sbin/mkfs.ext4"
 copy_with_libs "$(command -v setfattr)" /usr/bin/setfattr
+# procps's pgrep and pkill, which busybox-static lacks (internal/sandbox's
+# tests use them inside sandboxes).
+for p in pgrep pkill; do
+	[ -x /usr/bin/$p ] && copy_with_libs /usr/bin/$p /usr/bin/$p
+done
 # util-linux's unshare: busybox's cannot make a cgroup namespace.
 rm -f "$root/usr/bin/unshare"
 copy_with_libs /usr/bin/unshare /usr/bin/unshare
