@@ -55,9 +55,9 @@ doctor: build
 
 # Boot Debian 12's own kernel under qemu (software emulation) on pure cgroup
 # v2 and run a real daemon through test/vm/check.sh's checks, plus the Go
-# tests of VM_TESTS. Needs root, apt's package lists and qemu-system-x86,
+# tests of VM_TESTS (PKG:REGEXP for some tests only). Needs root, apt's package lists and qemu-system-x86,
 # cpio, busybox-static, e2fsprogs, attr; see docs/VM.md.
-VM_TESTS ?= internal/quota internal/cgroup internal/doctor
+VM_TESTS ?= internal/quota internal/cgroup internal/doctor internal/sandbox
 vm-test: build
 	WARREN_BIN=$(CURDIR)/$(BIN) WARREN_VM_TESTS="$(VM_TESTS)" test/vm/run.sh
 

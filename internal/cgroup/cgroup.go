@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -436,6 +437,9 @@ type Session struct {
 	h      *Hierarchy
 	name   string
 	limits Limits
+
+	freezeMu sync.Mutex
+	freezes  int // Freezes not yet thawed; guarded by freezeMu
 }
 
 // NewSession creates S, S/agent and S/workload for the named session. On v1

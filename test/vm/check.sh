@@ -279,7 +279,8 @@ for t in /tests/*.test; do
 	# In a directory of its own, as go test runs a package's tests (some
 	# check that the directory they run in is hidden from sandboxes).
 	mkdir -p /var/tmp/gotest/cwd-$name
-	(cd /var/tmp/gotest/cwd-$name && TMPDIR=/var/tmp/gotest timeout 600 "$t" -test.count=1 -test.timeout 590s -test.v >/tmp/$name.out 2>&1)
+	(cd /var/tmp/gotest/cwd-$name && TMPDIR=/var/tmp/gotest timeout 600 "$t" -test.count=1 -test.timeout 590s -test.v \
+		-test.run "$(cat /tests/$name.run 2>/dev/null || echo .)" >/tmp/$name.out 2>&1)
 	rc=$?
 	# Skips with their reasons (the line after).
 	grep -A1 -E -- '^\s*--- SKIP' /tmp/$name.out | grep -v -- '^--$' | head -40
@@ -293,7 +294,12 @@ for t in /tests/*.test; do
 		tail -5 /tmp/$name.out
 	fi
 done
-umount /var/tmp/gotest
+# The tests clean up after themselves: nothing may stay mounted or open on
+# their filesystem.
+sleep 1
+if umount /var/tmp/gotest 2>/tmp/umount.err; then pass gotest-leaves-nothing; else
+	fail gotest-leaves-nothing "$(cat /tmp/umount.err); mounts: $(grep -c /var/tmp/gotest/ /proc/mounts); $(grep /var/tmp/gotest/ /proc/mounts | head -3 | cut -d' ' -f1-3 | tr '\n' ' '); open: $(ls -l /proc/[0-9]*/cwd /proc/[0-9]*/fd/* 2>/dev/null | grep /var/tmp/gotest | head -3 | tr '\n' ' ')"
+fi
 
 echo; echo "---- serve log (warnings and errors)"
 grep -E 'level=(WARN|ERROR)' $LOG | tail -20

@@ -21,7 +21,9 @@
 #   WARREN_VM_KEEP    1: keep the work directory (initramfs, logs) for a look
 #   WARREN_VM_TESTS   Go packages whose tests also run in the guest, built
 #                     static on this host (default: internal/quota
-#                     internal/cgroup internal/doctor; "" for none)
+#                     internal/cgroup internal/doctor internal/sandbox; ""
+#                     for none); PKG:REGEXP runs only the tests REGEXP
+#                     matches
 #   WARREN_VM_SCRIPT  a script to run in the guest instead of check.sh (to
 #                     look into one thing; the verdict then is its VMCHECK
 #                     lines)
@@ -130,8 +132,11 @@ cp "$bin" "$root/usr/bin/warren"
 # The Go tests that run in the guest as well: what this host cannot show
 # (project quotas, real cgroup v2, doctor on v2), as static test binaries.
 mkdir -p "$root/tests"
-for p in ${WARREN_VM_TESTS-internal/quota internal/cgroup internal/doctor}; do
-	(cd "$repo" && CGO_ENABLED=0 go test -c -o "$root/tests/$(basename "$p").test" "./$p") || die "go test -c ./$p failed"
+# An entry PKG:REGEXP runs only the tests REGEXP matches (go test -run).
+for p in ${WARREN_VM_TESTS-internal/quota internal/cgroup internal/doctor internal/sandbox}; do
+	pkg=${p%%:*} name=$(basename "${p%%:*}")
+	(cd "$repo" && CGO_ENABLED=0 go test -c -o "$root/tests/$name.test" "./$pkg") || die "go test -c ./$pkg failed"
+	[ "$p" = "$pkg" ] || printf '%s\n' "${p#*:}" >"$root/tests/$name.run"
 done
 for m in fs/overlayfs/overlay.ko drivers/block/loop.ko fs/quota/quota_tree.ko fs/quota/quota_v2.ko; do
 	cp "$moddir/$m" "$root/mods/"
