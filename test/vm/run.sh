@@ -97,7 +97,7 @@ rm -rf "$hostdata"
 # bash and mke2fs with their libraries, the four modules, and warren.
 say "initramfs"
 root="$work/root"
-mkdir -p "$root"/usr/{bin,sbin,lib,lib64} "$root"/{etc,root,proc,sys,dev,tmp,run,newroot,mods}
+mkdir -p "$root"/usr/{bin,sbin,lib,lib64,local/bin} "$root"/{etc,root,proc,sys,dev,tmp,run,newroot,mods}
 for d in bin sbin lib lib64; do ln -s "usr/$d" "$root/$d"; done
 cp "$busybox" "$root/usr/bin/busybox"
 for applet in $("$busybox" --list); do
