@@ -77,6 +77,8 @@ pkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '$1 == "Depend
 mkdir -p "$cache"
 deb=$(ls "$cache/${pkg}"_*.deb 2>/dev/null | head -1 || true)
 if [ -z "$deb" ]; then
+	# A newer kernel replaces the cached one.
+	rm -f "$cache"/linux-image-*.deb
 	(cd "$cache" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >/dev/null) || die "apt-get download $pkg failed"
 	deb=$(ls "$cache/${pkg}"_*.deb | head -1)
 fi
