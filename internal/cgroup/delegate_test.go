@@ -103,7 +103,8 @@ func TestEvacuateReal(t *testing.T) {
 	if err != nil {
 		t.Skipf("no cgroup2 mount: %v", err)
 	}
-	d := filepath.Join(point.point, fmt.Sprintf("warren-test-evacuate-%d", os.Getpid()))
+	// Named as testutil.TestCgroupPrefix wants: swept if the test dies.
+	d := filepath.Join(point.point, fmt.Sprintf("warren-test-%d-evacuate", os.Getpid()))
 	if err := os.Mkdir(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
