@@ -4,7 +4,7 @@ BIN     := bin/warren
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/warrenhq/warren/internal/daemon.Version=$(VERSION)
 
-.PHONY: build agent run test test-short bench vet lint fmt doctor clean proto
+.PHONY: build agent run test test-short bench vet lint fmt doctor vm-test clean proto
 
 # A static binary: no cgo, nothing to install next to it.
 build: agent
@@ -75,6 +75,14 @@ proto:
 
 doctor: build
 	./$(BIN) doctor
+
+# Boot Debian 12's own kernel under qemu (software emulation) on pure cgroup
+# v2 and run a real daemon through test/vm/check.sh's checks, plus the Go
+# tests of VM_TESTS (PKG:REGEXP for some tests only). Needs root, apt's package lists and qemu-system-x86,
+# cpio, busybox-static, e2fsprogs, attr; see docs/VM.md.
+VM_TESTS ?= internal/quota internal/cgroup internal/doctor internal/sandbox
+vm-test: build
+	WARREN_BIN=$(CURDIR)/$(BIN) WARREN_VM_TESTS="$(VM_TESTS)" test/vm/run.sh
 
 clean:
 	rm -rf bin $(AGENT)

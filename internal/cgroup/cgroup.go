@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -67,8 +68,22 @@ type Hierarchy struct {
 	version int
 	root    string            // v2: the unified mount point
 	mounts  map[string]string // v1: controller -> mount point
-	parent  string            // warren's parent, relative to the root(s)
+	// base (v2) is the delegated cgroup warren's parent lives below,
+	// relative to root ("" for the root itself; see delegation). leaf is
+	// the child of base the daemon moves itself into in Setup ("" when it
+	// already runs in one). stuck is a delegated cgroup the daemon runs in
+	// directly and does not nest in.
+	base, leaf, stuck string
+	parent            string // warren's parent, relative to the root(s) or to base
 }
+
+// DaemonLeaf is the cgroup a daemon started at the root of a container's
+// cgroup namespace moves itself (and whatever else runs there) into, so
+// that the namespace's root holds no process and can hand controllers to
+// the sessions' parent: cgroup v2 puts processes in leaves only ("no
+// internal processes"). The name matches what the unit in packaging/ asks
+// systemd 254+ for with DelegateSubgroup=daemon.
+const DaemonLeaf = "daemon"
 
 // Detect reads /proc/self/mountinfo and returns the host's hierarchy with
 // warren's cgroups under parent (a relative path such as "warren").
@@ -78,7 +93,16 @@ func Detect(parent string) (*Hierarchy, error) {
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs("/sys/fs/cgroup", &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
-		return NewV2("/sys/fs/cgroup", parent), nil
+		h := NewV2("/sys/fs/cgroup", parent)
+		own, err := ownCgroup("/proc/self/cgroup")
+		if err != nil {
+			return nil, err
+		}
+		h.base, h.leaf, h.stuck = delegation(h.root, own)
+		if h.base != "" && (parent == DaemonLeaf || strings.HasPrefix(parent, DaemonLeaf+"/")) {
+			return nil, fmt.Errorf("cgroup parent %q is the daemon's own leaf in the delegated cgroup %s; choose another name", parent, h.base)
+		}
+		return h, nil
 	}
 	mounts, err := v1Mounts("/proc/self/mountinfo")
 	if err != nil {
@@ -90,6 +114,79 @@ func Detect(parent string) (*Hierarchy, error) {
 		}
 	}
 	return NewV1(mounts, parent), nil
+}
+
+// ownCgroup returns this process's cgroup v2 path from /proc/self/cgroup
+// (the "0::" line), as seen from its cgroup namespace.
+func ownCgroup(procCgroup string) (string, error) {
+	b, err := os.ReadFile(procCgroup)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s has no cgroup v2 entry", procCgroup)
+}
+
+// delegation finds the subtree a service manager handed to the daemon,
+// whose process is in own (a path below the v2 mount root). It returns the
+// cgroup to nest warren's parent in (relative to root; "" for the root, as
+// before: a daemon run by hand, or by a manager that delegates nothing), the
+// leaf to move into first ("" for none), and, when the daemon runs directly
+// in a delegated cgroup that it must not nest in, that cgroup.
+//
+// A cgroup is delegated when it carries systemd's trusted.delegate (or, for
+// a user manager, user.delegate) extended attribute, set by Delegate=yes.
+//
+//   - Below a delegated cgroup D (systemd 254+ with DelegateSubgroup=daemon
+//     starts the daemon in D/daemon): the parent nests in D.
+//   - Directly in D (Delegate=yes without DelegateSubgroup=): the parent
+//     stays at the root. Nesting would have to enable controllers in D for
+//     the sessions below it, and cgroup v2 then refuses any process in D
+//     ("no internal processes"): the next start of the unit, which systemd
+//     puts in D, would fail with EBUSY while kept sessions live there, so a
+//     restart could never adopt them. Returned as stuck, for doctor to say.
+//   - The root of a cgroup namespace that is not the hierarchy's root (a
+//     container with a private cgroup namespace): its owner gave the whole
+//     namespace away, and a new container starts in a fresh one, so the
+//     daemon moves into a leaf and the parent nests beside it.
+//
+// Only the real root cgroup may hold processes and enable controllers for
+// children at once; it has no cgroup.type.
+func delegation(root, own string) (base, leaf, stuck string) {
+	if own == "/" {
+		if exists(filepath.Join(root, "cgroup.type")) {
+			return "/", DaemonLeaf, ""
+		}
+		return "", "", ""
+	}
+	if !strings.HasPrefix(own, "/") || strings.HasPrefix(own, "/..") {
+		// Outside our cgroup namespace's view: nothing to nest into.
+		return "", "", ""
+	}
+	for p := own; p != "/"; p = filepath.Dir(p) {
+		if delegated(filepath.Join(root, p)) {
+			if p == own {
+				return "", "", p
+			}
+			return p, "", ""
+		}
+	}
+	return "", "", ""
+}
+
+func delegated(dir string) bool {
+	for _, attr := range []string{"trusted.delegate", "user.delegate"} {
+		buf := make([]byte, 8)
+		n, err := unix.Getxattr(dir, attr, buf)
+		if err == nil && strings.TrimSpace(string(buf[:n])) == "1" {
+			return true
+		}
+	}
+	return false
 }
 
 func checkParent(parent string) error {
@@ -159,6 +256,16 @@ func cgroupMounts(mountinfo string) ([]mount, error) {
 // Version is 1 or 2.
 func (h *Hierarchy) Version() int { return h.version }
 
+// Dirs are warren's parent cgroup directories, one per hierarchy: where
+// sessions' cgroups are made.
+func (h *Hierarchy) Dirs() []string { return h.dirs("") }
+
+// Delegated returns, on v2, the delegated cgroup warren's parent nests in
+// (relative to the mount root; "" when it does not nest), the leaf the
+// daemon moves into first ("" for none), and a delegated cgroup the daemon
+// runs in directly without nesting in it ("" for none; see delegation).
+func (h *Hierarchy) Delegated() (base, leaf, stuck string) { return h.base, h.leaf, h.stuck }
+
 // Controllers lists the controllers warren will use.
 func (h *Hierarchy) Controllers() []string {
 	if h.version == 2 {
@@ -176,7 +283,7 @@ func (h *Hierarchy) Controllers() []string {
 // dirs returns one directory per distinct hierarchy for the relative path rel.
 func (h *Hierarchy) dirs(rel string) []string {
 	if h.version == 2 {
-		return []string{filepath.Join(h.root, h.parent, rel)}
+		return []string{filepath.Join(h.root, h.base, h.parent, rel)}
 	}
 	var out []string
 	for _, c := range h.Controllers() {
@@ -207,7 +314,7 @@ func (h *Hierarchy) leaves(d string) []string {
 // controllerDir returns the directory of rel in the hierarchy of controller c.
 func (h *Hierarchy) controllerDir(c, rel string) string {
 	if h.version == 2 {
-		return filepath.Join(h.root, h.parent, rel)
+		return filepath.Join(h.root, h.base, h.parent, rel)
 	}
 	if h.mounts[c] == "" {
 		return ""
@@ -216,11 +323,18 @@ func (h *Hierarchy) controllerDir(c, rel string) string {
 }
 
 // Setup creates warren's parent cgroup and, on v2, enables the controllers
-// for its children.
+// for its children. In a delegated cgroup where the daemon runs itself, it
+// first moves every process there into DaemonLeaf.
 func (h *Hierarchy) Setup() error {
 	if h.version == 2 {
-		// Enable the controllers in every ancestor from the root down.
-		dir := h.root
+		dir := filepath.Join(h.root, h.base)
+		if h.leaf != "" {
+			if err := evacuate(dir, filepath.Join(dir, h.leaf)); err != nil {
+				return err
+			}
+		}
+		// Enable the controllers in every ancestor from the root (or the
+		// delegated cgroup: above it is the service manager's) down.
 		for _, part := range strings.Split(h.parent, "/") {
 			if err := enable(dir, v2Wanted); err != nil {
 				return err
@@ -238,6 +352,33 @@ func (h *Hierarchy) Setup() error {
 		}
 	}
 	return nil
+}
+
+// evacuate moves every process of the cgroup from into the leaf to (made
+// if missing): this daemon and whatever the service manager started beside
+// it, such as a wrapper shell. A process that forks meanwhile leaves a child
+// behind, so it repeats until from is empty.
+func evacuate(from, to string) error {
+	if err := os.Mkdir(to, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create the daemon's cgroup %s: %w", to, err)
+	}
+	for range 100 {
+		b, err := os.ReadFile(filepath.Join(from, "cgroup.procs"))
+		if err != nil {
+			return fmt.Errorf("read %s/cgroup.procs: %w", from, err)
+		}
+		pids := strings.Fields(string(b))
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, p := range pids {
+			// ESRCH: it exited meanwhile.
+			if err := writeFile(filepath.Join(to, "cgroup.procs"), p); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("move process %s from the delegated cgroup %s into %s: %w", p, from, to, err)
+			}
+		}
+	}
+	return fmt.Errorf("processes keep appearing in the delegated cgroup %s", from)
 }
 
 func enable(dir string, controllers []string) error {
@@ -296,6 +437,9 @@ type Session struct {
 	h      *Hierarchy
 	name   string
 	limits Limits
+
+	freezeMu sync.Mutex
+	freezes  int // Freezes not yet thawed; guarded by freezeMu
 }
 
 // NewSession creates S, S/agent and S/workload for the named session. On v1

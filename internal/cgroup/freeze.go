@@ -18,19 +18,30 @@ import (
 // controller; without it the freeze fails with ErrUnavailable
 // rather than pretending.
 //
+// Freezes nest: the session stays frozen until every successful Freeze has
+// had its Thaw. Two snapshots of one session at once each freeze it, and
+// the first to finish must not thaw it under the other's copy (on v2 the
+// other's Freeze would then wait for a "frozen 1" that never comes).
+//
 // Every successful Freeze must be followed by Thaw. Kill thaws as well.
 func (s *Session) Freeze(ctx context.Context) error {
 	state, want, err := s.freezeFiles()
 	if err != nil {
 		return err
 	}
+	on := "FROZEN"
 	if s.h.version == 2 {
-		if err := writeFile(state, "1"); err != nil {
+		on = "1"
+	}
+	s.freezeMu.Lock()
+	if s.freezes == 0 {
+		if err := writeFile(state, on); err != nil {
+			s.freezeMu.Unlock()
 			return fmt.Errorf("freeze cgroup %s: %w", s.name, err)
 		}
-	} else if err := writeFile(state, "FROZEN"); err != nil {
-		return fmt.Errorf("freeze cgroup %s: %w", s.name, err)
 	}
+	s.freezes++
+	s.freezeMu.Unlock()
 	delay := 100 * time.Microsecond
 	for {
 		b, err := os.ReadFile(want)
@@ -52,11 +63,21 @@ func (s *Session) Freeze(ctx context.Context) error {
 	}
 }
 
-// Thaw lets the session's processes run again after Freeze.
+// Thaw ends one Freeze; the last one lets the session's processes run
+// again. Without a Freeze outstanding (a session a crashed daemon left
+// frozen) it thaws at once.
 func (s *Session) Thaw() error {
 	state, _, err := s.freezeFiles()
 	if err != nil {
 		return err
+	}
+	s.freezeMu.Lock()
+	defer s.freezeMu.Unlock()
+	if s.freezes > 0 {
+		s.freezes--
+	}
+	if s.freezes > 0 {
+		return nil
 	}
 	v := "THAWED"
 	if s.h.version == 2 {

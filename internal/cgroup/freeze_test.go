@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,6 +68,52 @@ func TestFreezeV2(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "cgroup.freeze")); string(b) != "0" {
 		t.Errorf("cgroup.freeze = %q after a failed Freeze, want thawed", b)
+	}
+}
+
+// TestFreezeNests: two freezes of one session (two snapshots at once) keep
+// it frozen until both are thawed; the first Thaw must not thaw it under the
+// second's copy.
+func TestFreezeNests(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "warren", "s")
+			os.MkdirAll(dir, 0o755)
+			h := NewV2(root, "warren")
+			state, report, frozenReport, thawed := "cgroup.freeze", "cgroup.events", "frozen 1\n", "0"
+			if version == 1 {
+				h = NewV1(map[string]string{"memory": root, "pids": root, "cpu": root, "freezer": root}, "warren")
+				state, report, frozenReport, thawed = "freezer.state", "freezer.state", "FROZEN", "THAWED"
+			}
+			os.WriteFile(filepath.Join(dir, state), []byte(thawed), 0o644)
+			os.WriteFile(filepath.Join(dir, report), []byte(frozenReport), 0o644)
+			s := h.OpenSession("s")
+			read := func() string { b, _ := os.ReadFile(filepath.Join(dir, state)); return string(b) }
+			for range 2 {
+				if err := s.Freeze(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Thaw(); err != nil {
+				t.Fatal(err)
+			}
+			if got := read(); got == thawed {
+				t.Errorf("%s = %q after one Thaw of two Freezes, want still frozen", state, got)
+			}
+			if err := s.Thaw(); err != nil {
+				t.Fatal(err)
+			}
+			if got := read(); got != thawed {
+				t.Errorf("%s = %q after both Thaws, want %q", state, got, thawed)
+			}
+			// A Thaw without a Freeze (a session left frozen by a crash)
+			// thaws.
+			os.WriteFile(filepath.Join(dir, state), []byte("1"), 0o644)
+			if err := s.Thaw(); err != nil || read() != thawed {
+				t.Errorf("Thaw without Freeze: %v, %s = %q", err, state, read())
+			}
+		})
 	}
 }
 

@@ -28,12 +28,15 @@ import (
 )
 
 // isolationProbe prints, from inside a fresh sandbox, what the sandbox
-// actually got: namespaces, id map, privileges, seccomp, masked paths.
+// actually got: namespaces, id map, privileges, seccomp, masked paths. The
+// processes are counted by a glob in the probe's own shell: a pipeline's
+// processes would come and go while /proc is read, so the count would vary
+// from run to run and between shells.
 const isolationProbe = `echo "ns $(for n in pid mnt uts ipc net cgroup user; do readlink /proc/self/ns/$n; done | tr '\n' ' ')"
 echo "hostns $(cat /proc/1/cgroup >/dev/null 2>&1; echo)"
 echo "uidmap $(tr -s ' ' </proc/self/uid_map)"
 grep -E '^(CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status
-echo "procs $(ls /proc | grep -c '^[0-9]*$')"
+set -- /proc/[0-9]*; echo "procs $#"
 echo "netdevs $(ls /sys/class/net | tr '\n' ' ')"
 for p in /proc/kcore /proc/keys /proc/timer_list /sys/firmware; do if [ -d $p ]; then n=$(ls -A $p | wc -l); echo "mask $p entries=$n"; else echo "mask $p bytes=$(head -c 64 $p 2>/dev/null | wc -c)"; fi; done
 echo "roproc $(touch /proc/sys/kernel/hostname 2>&1 | grep -q -i 'read-only\|permission' && echo yes || echo no)"
@@ -57,6 +60,19 @@ type Options struct {
 // Run runs every check in order. Later checks that depend on a failed
 // earlier one are skipped.
 func Run(ctx context.Context, o Options) []Check {
+	// The checks make warren's parent cgroup; remove it at the end unless
+	// it was there before (a daemon's), so a doctor run leaves nothing.
+	if h, err := cgroup.Detect(o.CgroupParent); err == nil {
+		fresh := true
+		for _, d := range h.Dirs() {
+			if _, err := os.Stat(d); err == nil {
+				fresh = false
+			}
+		}
+		if fresh {
+			defer h.Teardown()
+		}
+	}
 	var out []Check
 	add := func(c Check) bool { out = append(out, c); return c.OK }
 	add(checkKernel())
@@ -104,16 +120,31 @@ func Print(w io.Writer, cs []Check) {
 	}
 }
 
+// The oldest kernel CI runs warren on (Debian 12's 6.1, booted by test/vm).
+const minTestedMajor, minTestedMinor = 6, 1
+
+// kernelVersion returns the running kernel's major and minor version.
+func kernelVersion() (major, minor int) {
+	var u unix.Utsname
+	unix.Uname(&u)
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	return major, minor
+}
+
 func checkKernel() Check {
 	var u unix.Utsname
 	unix.Uname(&u)
 	rel := unix.ByteSliceToString(u.Release[:])
 	c := Check{Name: "kernel", Required: true, Detail: rel}
-	var major, minor int
-	fmt.Sscanf(rel, "%d.%d", &major, &minor)
+	major, minor := kernelVersion()
 	c.OK = major > 5 || (major == 5 && minor >= 10)
 	if !c.OK {
 		c.Fix = "warren needs Linux 5.10 or newer (pidfds, clone3 into cgroups, volatile overlays)"
+	}
+	if c.OK && (major < minTestedMajor || (major == minTestedMajor && minor < minTestedMinor)) {
+		// Runs, but nothing in CI proves it: the checks below still try
+		// every feature for real.
+		c.Detail += fmt.Sprintf(" (older than %d.%d, the oldest kernel CI tests warren on: Debian 12's, in test/vm)", minTestedMajor, minTestedMinor)
 	}
 	return c
 }
@@ -252,7 +283,21 @@ func checkCgroups(parent string) (Check, bool) {
 		c.Fix = "mount cgroup v2 at /sys/fs/cgroup (or v1 with memory, pids and cpu)"
 		return c, false
 	}
-	c.Detail = fmt.Sprintf("v%d, controllers %s", h.Version(), strings.Join(h.Controllers(), ", "))
+	c.Detail = fmt.Sprintf("v%d, controllers %s; sessions under %s", h.Version(), strings.Join(h.Controllers(), ", "), strings.Join(h.Dirs(), ", "))
+	base, leaf, stuck := h.Delegated()
+	if base != "" {
+		c.Detail += " (nested in the delegated cgroup " + base
+		if leaf != "" {
+			c.Detail += "; the daemon moves into " + filepath.Join(base, leaf) + ", as this check just did"
+		}
+		c.Detail += ")"
+	}
+	if stuck != "" {
+		// Not a failure: sessions work there, only outside the unit.
+		c.Detail += "; the daemon runs directly in the delegated cgroup " + stuck +
+			", so sessions stay outside it: nested there, they would keep the next start of the unit out of it (cgroup v2 refuses processes in a cgroup that enables controllers for its children); " +
+			"with systemd 254+ add DelegateSubgroup=daemon to the unit and they nest under it"
+	}
 	// Prove it: create and remove a session cgroup with limits.
 	if err := h.Setup(); err != nil {
 		c.Detail += "; cannot create the parent: " + err.Error()
@@ -299,6 +344,12 @@ func checkDataDir(dir string) Check {
 	case unix.OVERLAYFS_SUPER_MAGIC, unix.NFS_SUPER_MAGIC:
 		c.Fix = "overlayfs cannot keep its writable layers on " + fsName(st.Type) + "; use a local ext4, xfs or btrfs"
 		return c
+	case unix.TMPFS_MAGIC:
+		// Seen in test/vm: on 6.1 the base image's idmapped /usr fails.
+		if major, minor := kernelVersion(); major < 6 || (major == 6 && minor < 3) {
+			c.Fix = "tmpfs supports idmapped mounts from Linux 6.3, and sandboxes' user namespaces need them on the data dir; use ext4, xfs or btrfs"
+			return c
+		}
 	}
 	if free < 1<<30 {
 		c.Fix = "less than 1 GiB is free"

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/warrenhq/warren/internal/agentbin"
+	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
@@ -39,12 +40,18 @@ func TestThisHost(t *testing.T) {
 			t.Errorf("no passing %q check in:\n%s", name, out.String())
 		}
 	}
-	t.Cleanup(func() {
-		for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "freezer"} {
-			os.Remove("/sys/fs/cgroup/" + c + "/" + parent)
+	// The parent cgroup the checks made is gone again (CheckLeaks looks
+	// for the sessions' cgroups only).
+	h, err := cgroup.Detect(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range h.Dirs() {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("doctor left its parent cgroup %s", d)
+			os.Remove(d)
 		}
-		os.Remove("/sys/fs/cgroup/" + parent)
-	})
+	}
 }
 
 func TestDataDirChecks(t *testing.T) {

@@ -27,6 +27,14 @@
 //     loop devices and ext4, and it is what runs where the kernel cannot do
 //     project quotas at all.
 //
+// What an earlier Open left comes first, whatever else works now: a shared
+// image (mounted or not) or per-layer images in <dataDir>/layer-images are
+// reused, because the layers in them would otherwise be neither seen nor
+// limited. A data directory can gain project quotas later (a remount with
+// prjquota); the VM test (test/vm, Debian 12's kernel) is where the
+// project-quota mode and this order are exercised, as the CI kernel has no
+// project quotas.
+//
 // In the two project modes a layer is a directory with its own project id
 // and FS_XFLAG_PROJINHERIT, so everything created below it, at any depth and
 // later, is charged to its project; the project's hard block limit is the

@@ -140,22 +140,38 @@ func (l *Layers) open(o Options) error {
 	default:
 		return errdefs.New(errdefs.ErrInvalidArgument, "unknown quota mode %d", int(o.Mode))
 	}
-	// A shared image already mounted here is reused, whatever else works.
+	// What an earlier Open left decides first, whatever else works now (a
+	// data directory can gain project quotas later, by a remount with
+	// prjquota): its layers live there, and a new mechanism would neither
+	// see nor limit them. A shared image is reused, mounted or not; so are
+	// per-layer images (a shared image mounted over them would hide them).
 	if _, ok, err := loopBackedBy(l.dir, l.image()); err != nil {
 		return err
 	} else if ok {
 		return l.openSharedImage(o)
 	}
+	if leftovers, _ := os.ReadDir(l.imagesDir()); len(leftovers) > 0 {
+		return l.openImagePerLayer(o)
+	}
 	var why []string
-	err := l.openProjectQuota(o)
+	_, err := os.Stat(l.image())
+	triedShared := err == nil
+	if triedShared {
+		// An image this kernel cannot mount, or a layers directory with
+		// other contents, leaves the choice to the order below.
+		err := l.openSharedImage(o)
+		if err == nil || !errors.Is(err, errUnusable) {
+			return err
+		}
+		why = append(why, err.Error())
+	}
+	err = l.openProjectQuota(o)
 	if err == nil {
 		return nil
 	}
 	why = append(why, err.Error())
-	// Leftovers of the per-layer mode stay in that mode until removed: a
-	// shared image mounted over them would hide them.
-	if leftovers, _ := os.ReadDir(l.imagesDir()); len(leftovers) == 0 {
-		err = l.openSharedImage(o)
+	if !triedShared {
+		err := l.openSharedImage(o)
 		if err == nil {
 			return nil
 		}
