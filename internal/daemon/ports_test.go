@@ -337,6 +337,13 @@ func TestPortPublic(t *testing.T) {
 	if st := anon(); st != 200 {
 		t.Errorf("anonymous request to a public port = %d, want 200", st)
 	}
+	other := newKey(t, h, api.CreateKeyRequest{Tenant: "other", Name: "o"})
+	if r := as(t, h, bearer(other.Secret), "GET", "/v1/sessions/pub/ports/8000/x", ""); r.status != 200 {
+		t.Errorf("another tenant's caller to a public port = %d, want 200", r.status)
+	}
+	if r := as(t, h, bearer(flipLast(other.Secret)), "GET", "/v1/sessions/pub/ports/8000/x", ""); r.status != 401 {
+		t.Errorf("a wrong key to a public port = %d, want 401", r.status)
+	}
 	// Another tenant cannot publish the same port of a session of the
 	// same id; only the public port is open, not the rest of the API.
 	if st := as(t, h, nil, "GET", "/v1/sessions/pub/ports/9000/", "").status; st != 401 {

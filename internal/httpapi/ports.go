@@ -187,6 +187,14 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	conn, err := s.m.DialPort(r.Context(), tn, id, port)
+	if errdefs.Is(err, errdefs.ErrNotFound) && !public {
+		// Not the caller's session, but maybe a public port, which any
+		// caller may use, with credentials or without.
+		if owner, ok := s.m.PublicPort(id, port); ok {
+			conn, err = s.m.DialPort(r.Context(), owner, id, port)
+			tn = owner
+		}
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
