@@ -276,6 +276,11 @@ func TestPortPreviewHost(t *testing.T) {
 	if status != 200 || json.Unmarshal(body, &s) != nil || s.Path != "/v1/sessions" || s.RawQuery != "q=1" || s.Header.Get("X-Forwarded-Prefix") != "" {
 		t.Fatalf("preview host = %d %s", status, body)
 	}
+	status, _, body = at("//a/../b/", bearer(h.AdminKey))
+	s = seen{}
+	if status != 200 || json.Unmarshal(body, &s) != nil || s.Path != "/b/" {
+		t.Errorf("an unclean path on a preview host = %d %s, want the server to see /b/", status, body)
+	}
 	if status, _, _ := at("/", nil); status != 401 {
 		t.Errorf("preview host without credentials = %d, want 401", status)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,6 +216,9 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 		DisableCompression: true,
 	}
 	defer tr.CloseIdleConnections()
+	// A request that ended before the transport took the connection
+	// (the client left) must not hold it, nor keep the session in use.
+	defer once.Do(func() { conn.Close() })
 	rp := &httputil.ReverseProxy{
 		Transport: tr,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -352,10 +356,13 @@ func (s *Server) Preview(next http.Handler) http.Handler {
 			return
 		}
 		r2 := r.Clone(context.WithValue(r.Context(), previewKey{}, true))
+		// The path is made canonical here: the mux would otherwise
+		// redirect an unclean one to the path form's URL, which means
+		// nothing on this host.
 		prefix := fmt.Sprintf("/v1/sessions/%s/ports/%d", id, port)
-		r2.URL.Path = prefix + "/" + strings.TrimPrefix(r.URL.Path, "/")
+		r2.URL.Path = prefix + cleanPath(r.URL.Path)
 		if r.URL.RawPath != "" {
-			r2.URL.RawPath = prefix + "/" + strings.TrimPrefix(r.URL.RawPath, "/")
+			r2.URL.RawPath = prefix + cleanPath(r.URL.RawPath)
 		}
 		r2.RequestURI = r2.URL.RequestURI()
 		if !hasCredentials(r2) {
@@ -365,6 +372,16 @@ func (s *Server) Preview(next http.Handler) http.Handler {
 		}
 		routed.ServeHTTP(w, r2)
 	})
+}
+
+// cleanPath is p made canonical, as net/http's mux wants it, keeping a
+// final slash.
+func cleanPath(p string) string {
+	c := path.Clean("/" + p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
 }
 
 // previewTarget parses a preview host: {port}-{id}.{domain}, any port of
