@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -27,7 +28,7 @@ var (
 )
 
 // portServer builds testdata/portserver, a static program, once.
-func portServer(t *testing.T) []byte {
+func portServer(t testing.TB) []byte {
 	t.Helper()
 	portServerOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "warren-portserver-")
@@ -253,6 +254,21 @@ func TestPortForward(t *testing.T) {
 	if r.status != 400 || r.err.Error.Code != "invalid_argument" {
 		t.Errorf("port-forward without upgrade = %d %s", r.status, r.body)
 	}
+
+	// Deleting the session ends a forward in flight: its socket lived in
+	// the sandbox's network namespace.
+	c, err = h.Client.PortForward(bg, "fw", 9000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := h.Client.DeleteSession(bg, "fw"); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+		t.Errorf("a forward after its session was deleted read %d, %v; want it closed", n, err)
+	}
 }
 
 func TestPortPreviewHost(t *testing.T) {
@@ -366,4 +382,59 @@ func TestPortPublic(t *testing.T) {
 	if r := as(t, h, bearer(h.AdminKey), "PUT", "/v1/sessions/pub/ports/8000", `{"public":"yes"}`); r.status != 400 {
 		t.Errorf("bad body = %d %s", r.status, r.body)
 	}
+}
+
+// BenchmarkPortProxy measures a small GET through the proxy (a new
+// connection into the sandbox's namespace per request) next to the same
+// GET over a port-forward connection that stays open.
+func BenchmarkPortProxy(b *testing.B) {
+	h := daemontest.Start(b, nil)
+	s, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "bench"})
+	if err != nil || s.Network != "none" {
+		b.Fatal(err)
+	}
+	bin := portServer(b)
+	if _, err := h.Client.WriteFile(bg, "bench", "/tmp/portserver", bytes.NewReader(bin), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := h.Client.Exec(bg, "bench", &api.ExecRequest{Command: "nohup /tmp/portserver -http 127.0.0.1:8000 >/dev/null 2>&1 &"}); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if ports, _ := h.Client.ListPorts(bg, "bench"); len(ports) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the port server does not listen")
+		}
+	}
+	b.Run("proxy", func(b *testing.B) {
+		for b.Loop() {
+			req, _ := http.NewRequest("GET", h.URL+"/v1/sessions/bench/ports/8000/x", nil)
+			req.Header.Set("Authorization", "Bearer "+h.AdminKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+	b.Run("port-forward-keepalive", func(b *testing.B) {
+		c, err := h.Client.PortForward(bg, "bench", 8000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for b.Loop() {
+			io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
 }

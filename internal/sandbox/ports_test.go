@@ -143,3 +143,18 @@ func waitListening(t *testing.T, sb *Sandbox, ports ...int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// BenchmarkDialPort measures a trip into a sandbox's namespace and back:
+// a thread joins it, creates a socket and connects to a port where nothing
+// listens (refused at once, on 127.0.0.1 and on ::1), and comes back. A
+// server that accepts adds only its own accept; the daemon's
+// BenchmarkPortProxy measures whole requests.
+func BenchmarkDialPort(b *testing.B) {
+	sb := newEnv(b).start()
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := sb.DialPort(ctx, 8000); errdefs.ClassOf(err) != errdefs.ErrUnavailable {
+			b.Fatal(err)
+		}
+	}
+}
