@@ -191,6 +191,20 @@ func TestPortsListAndProxy(t *testing.T) {
 		}
 	}
 	ws.Close(websocket.StatusNormalClosure, "")
+	// A foreign page's WebSocket is refused (the browser would attach
+	// whatever it holds), unless it authenticates with ?token=.
+	wsURL := "ws" + strings.TrimPrefix(h.URL, "http") + "/v1/sessions/web/ports/8000/ws"
+	_, resp, err := websocket.Dial(bg, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{
+		"Authorization": {"Bearer " + h.AdminKey}, "Origin": {"https://evil.example"}}})
+	if err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Errorf("a foreign origin's WebSocket through the proxy = %v, %v; want 403", resp, err)
+	}
+	ws, _, err = websocket.Dial(bg, wsURL+"?token="+tok.Token, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://evil.example"}}})
+	if err != nil {
+		t.Errorf("a WebSocket with ?token= through the proxy: %v", err)
+	} else {
+		ws.Close(websocket.StatusNormalClosure, "")
+	}
 
 	// Errors: nothing listening, a bad port, another tenant's session.
 	for _, tc := range []struct {
