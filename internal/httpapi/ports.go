@@ -267,11 +267,20 @@ func stripCredentials(out *http.Request) {
 		q.Del("token")
 		out.URL.RawQuery = q.Encode()
 	}
-	if cs := out.Cookies(); len(cs) > 0 {
+	// The preview cookie is cut out of the Cookie headers as text: parsing
+	// and re-encoding would drop the app's cookies that Go finds invalid.
+	if vs := out.Header.Values("Cookie"); len(vs) > 0 {
 		out.Header.Del("Cookie")
-		for _, c := range cs {
-			if c.Name != previewCookie {
-				out.AddCookie(c)
+		for _, v := range vs {
+			var keep []string
+			for _, part := range strings.Split(v, ";") {
+				name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+				if name != previewCookie {
+					keep = append(keep, strings.TrimSpace(part))
+				}
+			}
+			if len(keep) > 0 {
+				out.Header.Add("Cookie", strings.Join(keep, "; "))
 			}
 		}
 	}
