@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
@@ -102,5 +103,47 @@ func TestPublicPorts(t *testing.T) {
 	// Making a port private needs no permission.
 	if _, err := f.m.SetPortPublic(bg, "b", "x", 8000, false); err != nil {
 		t.Errorf("SetPortPublic(false) = %v", err)
+	}
+}
+
+// TestPortConnKeepsSessionInUse: an open connection to a session's port
+// (a browser tab, a port-forward) keeps the session from its idle TTL;
+// once closed, the session idles out.
+func TestPortConnKeepsSessionInUse(t *testing.T) {
+	f := start(t, session.Config{ReapInterval: 50 * time.Millisecond}, nil)
+	info := mustCreate(t, f.m, "a", &session.CreateRequest{ID: "x", IdleTTL: time.Second})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	f.rt.Sandbox(info.Name).ServePort(8000, ln.Addr().String())
+	c, err := f.m.DialPort(bg, "a", "x", 8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := f.m.Get(bg, "a", "x"); err != nil {
+		t.Fatalf("a session with an open port connection was reaped: %v", err)
+	}
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := f.m.Get(bg, "a", "x"); errdefs.Is(err, errdefs.ErrNotFound) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session did not idle out after its port connection closed")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
