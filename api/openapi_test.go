@@ -210,6 +210,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"GET /v1/sessions/{id}/files",
 		"GET /v1/sessions/{id}/files/list",
 		"GET /v1/sessions/{id}/files/stat",
+		"GET /v1/sessions/{id}/port-forward/{port}",
+		"GET /v1/sessions/{id}/ports",
 		"GET /v1/sessions/{id}/processes",
 		"GET /v1/sessions/{id}/processes/{pid}",
 		"GET /v1/sessions/{id}/processes/{pid}/output",
@@ -240,11 +242,12 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"POST /v1/workspaces",
 		"PUT /v1/sessions/{id}/archive",
 		"PUT /v1/sessions/{id}/files",
+		"PUT /v1/sessions/{id}/ports/{port}",
 		"PUT /v1/snapshots/{name}/import",
 		"PUT /v1/tenants/{name}",
 	}
-	if len(want) != 55 {
-		t.Fatalf("the route list has %d routes, want the 55 the daemon serves", len(want))
+	if len(want) != 58 {
+		t.Fatalf("the route list has %d routes, want the 58 the daemon serves", len(want))
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("OpenAPIRoutes() mismatch (-want +got):\n%s", diff)
@@ -293,6 +296,9 @@ var goTypes = map[string]reflect.Type{
 	"Token":                reflect.TypeFor[Token](),
 	"TenantQuota":          reflect.TypeFor[TenantQuota](),
 	"TenantPolicy":         reflect.TypeFor[TenantPolicy](),
+	"Port":                 reflect.TypeFor[Port](),
+	"PortList":             reflect.TypeFor[PortList](),
+	"PortUpdate":           reflect.TypeFor[PortUpdate](),
 	"Tenant":               reflect.TypeFor[Tenant](),
 	"TenantList":           reflect.TypeFor[TenantList](),
 	"AuditRecord":          reflect.TypeFor[AuditRecord](),
@@ -528,7 +534,7 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 var authenticatedOutsideV1 = map[string]bool{"GET /metrics": true}
 
 // upgrades are the operations that switch to a WebSocket.
-var upgrades = map[string]bool{"GET /v1/sessions/{id}/shell": true}
+var upgrades = map[string]bool{"GET /v1/sessions/{id}/shell": true, "GET /v1/sessions/{id}/port-forward/{port}": true}
 
 func TestOpenAPIOperations(t *testing.T) {
 	doc := loadDocument(t)

@@ -429,6 +429,10 @@ type TenantQuota struct {
 type TenantPolicy struct {
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
+	// AllowPublicPorts lets the tenant's sessions serve ports without
+	// authentication (PUT /v1/sessions/{id}/ports/{port}); absent: the
+	// daemon's tenant_defaults.allow_public_ports.
+	AllowPublicPorts *bool `json:"allow_public_ports,omitempty"`
 }
 
 // Tenant is a tenant's settings (body of PUT /v1/tenants/{name}, and the

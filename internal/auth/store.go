@@ -67,6 +67,10 @@ type Quota struct {
 // allows every program Deny does not name.
 type Policy struct {
 	Allow, Deny []string
+	// PublicPorts lets the tenant's sessions serve ports without
+	// authentication; nil leaves the daemon's default
+	// (tenant_defaults.allow_public_ports).
+	PublicPorts *bool
 }
 
 // Allows reports whether the policy lets program run. program is a base

@@ -124,6 +124,7 @@ func newRootCommand(a *app) *cobra.Command {
 		newExecCommand(a),
 		newRunCommand(a),
 		newShellCommand(a),
+		newPortForwardCommand(a),
 		newStartCommand(a),
 		newPsCommand(a),
 		newLogsCommand(a),

@@ -57,8 +57,12 @@ type Config struct {
 	// header besides loopback names: those of a reverse proxy on the same
 	// host. "*" allows any. See MCPHosts.
 	MCPAllowedHosts string
-	Session         session.Config
-	Auth            Auth
+	// PreviewDomain, if set, serves sessions' ports at hosts named
+	// {port}-{session}.PreviewDomain besides their /v1 paths
+	// (docs/PORTS.md); the operator points a wildcard DNS record there.
+	PreviewDomain string
+	Session       session.Config
+	Auth          Auth
 }
 
 // MCPHosts returns MCPAllowedHosts as a list.
@@ -92,6 +96,9 @@ type Auth struct {
 	// TenantDefaults applies to every tenant where its own settings leave a
 	// field zero.
 	TenantDefaults auth.Quota
+	// TenantPublicPorts lets every tenant whose own settings do not say
+	// otherwise serve ports without authentication.
+	TenantPublicPorts bool
 }
 
 // JWT returns the JWT settings, nil when no JWT is accepted.
@@ -173,6 +180,9 @@ func (c *Config) Validate() error {
 		if strings.ContainsAny(h, "/:[]@") {
 			return fmt.Errorf("mcp_allowed_hosts: %q is not a host name (give names such as warren.example.com, without scheme, port or path)", h)
 		}
+	}
+	if d := c.PreviewDomain; d != "" && (strings.ContainsAny(d, "/:[]@* ") || strings.HasPrefix(d, ".") || strings.HasSuffix(d, ".") || !strings.Contains(d, ".")) {
+		return fmt.Errorf("preview_domain: %q is not a domain name (give one such as preview.example.com, without scheme, port, path or wildcard)", d)
 	}
 	if err := c.checkExposure(); err != nil {
 		return err

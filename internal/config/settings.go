@@ -56,6 +56,7 @@ var settings = []Setting{
 	setting("shutdown_grace", "shutdown-grace", "how long in-flight requests may run after a stop signal", func(c *Config) any { return &c.ShutdownGrace }),
 	setting("allow_no_userns", "allow-no-userns", "run where user namespaces are unavailable: sandboxed code then runs as an unprivileged host user, not as root in its own namespace", func(c *Config) any { return &c.AllowNoUserNS }),
 	setting("mcp_allowed_hosts", "mcp-allowed-hosts", "host names besides loopback ones that a request to /mcp on a loopback address may carry in its Host header, comma-separated: those of a reverse proxy on the same host (\"*\": any; the check guards a loopback daemon against DNS rebinding)", func(c *Config) any { return &c.MCPAllowedHosts }),
+	setting("preview_domain", "preview-domain", "domain under which sessions' ports are also served by host name, as {port}-{session}.DOMAIN (a wildcard DNS record *.DOMAIN must point at the daemon; empty: only the /v1/sessions/{id}/ports/{port}/ paths)", func(c *Config) any { return &c.PreviewDomain }),
 	setting("no_disk_quota", "no-disk-quota", "run without disk limits on sessions' writable layers (sessions may then not ask for limits.disk_mb)", func(c *Config) any { return &c.NoDiskQuota }),
 
 	setting("session.max_sessions", "max-sessions", "most sessions at once, over all tenants", func(c *Config) any { return &c.Session.MaxSessions }),
@@ -105,6 +106,7 @@ var settings = []Setting{
 	setting("tenant_defaults.max_workspaces", "tenant-max-workspaces", "workspaces one tenant may keep, unless its settings say otherwise (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxWorkspaces }),
 	setting("tenant_defaults.max_snapshots", "tenant-max-snapshots", "snapshots one tenant may keep, unless its settings say otherwise (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxSnapshots }),
 	setting("tenant_defaults.max_exec_timeout", "tenant-max-exec-timeout", "longest timeout a tenant's command may ask for (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxExecTimeout }),
+	setting("tenant_defaults.allow_public_ports", "tenant-allow-public-ports", "let tenants whose settings do not say otherwise make their sessions' ports public (served without authentication)", func(c *Config) any { return &c.Auth.TenantPublicPorts }),
 }
 
 // Settings returns every setting, in the order of the TOML file.

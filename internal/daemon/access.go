@@ -61,13 +61,15 @@ func bootstrapAdminKey(ctx context.Context, keys auth.KeyStore, dataDir string) 
 type tenantLimits struct {
 	store    auth.TenantStore
 	defaults auth.Quota
+	// publicPorts is tenant_defaults.allow_public_ports.
+	publicPorts bool
 
 	mu    sync.Mutex
 	cache map[string]session.TenantLimits
 }
 
-func newTenantLimits(store auth.TenantStore, defaults auth.Quota) *tenantLimits {
-	return &tenantLimits{store: store, defaults: defaults, cache: map[string]session.TenantLimits{}}
+func newTenantLimits(store auth.TenantStore, defaults auth.Quota, publicPorts bool) *tenantLimits {
+	return &tenantLimits{store: store, defaults: defaults, publicPorts: publicPorts, cache: map[string]session.TenantLimits{}}
 }
 
 // Limits implements session.Tenants.
@@ -96,6 +98,10 @@ func (t *tenantLimits) Limits(ctx context.Context, tenant string) (session.Tenan
 		MaxSnapshots:   orDefault(q.MaxSnapshots, t.defaults.MaxSnapshots),
 		Allow:          rec.Policy.Allow,
 		Deny:           rec.Policy.Deny,
+		PublicPorts:    t.publicPorts,
+	}
+	if p := rec.Policy.PublicPorts; p != nil {
+		l.PublicPorts = *p
 	}
 	t.mu.Lock()
 	t.cache[tenant] = l

@@ -262,12 +262,12 @@ func TestTenantIsolation(t *testing.T) {
 		}
 		method, pattern, _ := strings.Cut(route, " ")
 		for _, sid := range []string{"s", "missing"} {
-			path := strings.NewReplacer("{id}", sid, "{pid}", p.ID).Replace(pattern)
+			path := strings.NewReplacer("{id}", sid, "{pid}", p.ID, "{port}", "8000").Replace(pattern)
 			if strings.Contains(path, "/files") || strings.HasSuffix(path, "/archive") {
 				path += "?path=secret.txt"
 			}
 			hdr := b.Clone()
-			if strings.HasSuffix(path, "/shell") {
+			if strings.HasSuffix(path, "/shell") || strings.Contains(path, "/port-forward/") {
 				hdr.Set("Connection", "Upgrade")
 				hdr.Set("Upgrade", "websocket")
 				hdr.Set("Sec-WebSocket-Version", "13")
@@ -279,6 +279,8 @@ func TestTenantIsolation(t *testing.T) {
 				body = `{"cols":80,"rows":24}`
 			case strings.HasSuffix(path, "/signal"):
 				body = `{"signal":"KILL"}`
+			case strings.Contains(path, "/ports/"):
+				body = `{"public":false}`
 			}
 			r := as(t, h, hdr, method, path, body)
 			if r.status != http.StatusNotFound || r.err.Error.Code != "not_found" {

@@ -200,7 +200,7 @@ func (d *Daemon) startRuntime() error {
 // layers, metrics and readiness check, and recovers the sessions of a
 // previous run.
 func (d *Daemon) startManager(ctx context.Context) error {
-	d.tenants = newTenantLimits(d.store, d.cfg.Auth.TenantDefaults)
+	d.tenants = newTenantLimits(d.store, d.cfg.Auth.TenantDefaults, d.cfg.Auth.TenantPublicPorts)
 	layers, err := d.openLayers()
 	if err != nil {
 		return err

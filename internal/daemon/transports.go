@@ -31,6 +31,7 @@ func (d *Daemon) mountTransports() error {
 		Metrics:       d.metrics.Handler(),
 		Ready:         d.ready.check,
 		Origins:       d.origins,
+		PreviewDomain: d.cfg.PreviewDomain,
 	})
 	mux := http.NewServeMux()
 	d.api.Mount(mux)
@@ -39,6 +40,8 @@ func (d *Daemon) mountTransports() error {
 		return err
 	}
 	// Browsers of cors_origins, on every transport.
-	d.handler = d.edge.Observe(edge.CORS(d.origins, grpcapi.Unrouted(mux)))
+	// Preview hosts ({port}-{session}.preview_domain) go to the sessions'
+	// ports before anything else: their paths are the servers' inside.
+	d.handler = d.edge.Observe(d.api.Preview(edge.CORS(d.origins, grpcapi.Unrouted(mux))))
 	return nil
 }

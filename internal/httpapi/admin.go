@@ -153,7 +153,7 @@ func toAPITenant(t *auth.Tenant) api.Tenant {
 			MaxWorkspaces:         t.Quota.MaxWorkspaces,
 			MaxSnapshots:          t.Quota.MaxSnapshots,
 		},
-		Policy: api.TenantPolicy{Allow: t.Policy.Allow, Deny: t.Policy.Deny},
+		Policy: api.TenantPolicy{Allow: t.Policy.Allow, Deny: t.Policy.Deny, AllowPublicPorts: t.Policy.PublicPorts},
 	}
 	if !t.UpdatedAt.IsZero() {
 		u := t.UpdatedAt
@@ -246,7 +246,7 @@ func (s *Server) putTenant(w http.ResponseWriter, r *http.Request) {
 			MaxWorkspaces:  q.MaxWorkspaces,
 			MaxSnapshots:   q.MaxSnapshots,
 		},
-		Policy:    auth.Policy{Allow: req.Policy.Allow, Deny: req.Policy.Deny},
+		Policy:    auth.Policy{Allow: req.Policy.Allow, Deny: req.Policy.Deny, PublicPorts: req.Policy.AllowPublicPorts},
 		UpdatedAt: time.Now().UTC(),
 	}
 	if err := t.Validate(); err != nil {

@@ -36,8 +36,14 @@ func requireAdmin(r *http.Request, what string) error { return edge.RequireAdmin
 
 // audited reports whether a call is recorded: everything that changes
 // state, and opening a shell.
+// What a session's server answers through the proxy is the server's own
+// traffic, not a call of warren's API: it is not audited.
 func audited(method, pattern string) bool {
-	return method != http.MethodGet && method != http.MethodHead || pattern == "GET /v1/sessions/{id}/shell"
+	if pattern == proxyPattern {
+		return false
+	}
+	return method != http.MethodGet && method != http.MethodHead || pattern == "GET /v1/sessions/{id}/shell" ||
+		pattern == "GET /v1/sessions/{id}/port-forward/{port}"
 }
 
 // serveAuthenticated admits r through the edge, serves it and records it
@@ -75,7 +81,7 @@ func (s *Server) serveAuthenticated(w http.ResponseWriter, r *http.Request, patt
 // target names what a call acted on inside its session or tenant: a file
 // path, a process, a key or a tenant. Never contents.
 func target(r *http.Request) string {
-	for _, v := range []string{"pid", "key_id", "name"} {
+	for _, v := range []string{"pid", "key_id", "name", "port"} {
 		if t := r.PathValue(v); t != "" {
 			return t
 		}

@@ -54,6 +54,9 @@ type Config struct {
 	// Origins are the browser origins besides the daemon's own whose
 	// pages may open the shell WebSocket (cors_origins); nil: none.
 	Origins *edge.Origins
+	// PreviewDomain, if set, is the domain of the preview hosts
+	// {port}-{id}.{domain} that Preview serves (ports.go).
+	PreviewDomain string
 }
 
 // Server is the REST API.
@@ -123,6 +126,9 @@ func New(cfg Config) *Server {
 		{"POST", "/v1/sessions/{id}/processes/{pid}/signal", s.signalProcess},
 		{"POST", "/v1/sessions/{id}/processes/{pid}/resize", s.resizeProcess},
 		{"GET", "/v1/sessions/{id}/shell", s.shell},
+		{"GET", "/v1/sessions/{id}/ports", s.listPorts},
+		{"PUT", "/v1/sessions/{id}/ports/{port}", s.putPort},
+		{"GET", "/v1/sessions/{id}/port-forward/{port}", s.portForward},
 		{"GET", "/v1/images", s.listImages},
 		{"POST", "/v1/images", s.importImage},
 		{"GET", "/v1/images/{name}", s.getImage},
@@ -160,6 +166,9 @@ func New(cfg Config) *Server {
 		s.mux.HandleFunc(rt.method+" "+rt.pattern, rt.h)
 	}
 	s.mux.HandleFunc(indexPattern, s.index) // a page for browsers, not an API operation (index.go)
+	// What a session serves, not API operations (ports.go).
+	s.mux.HandleFunc(proxyPattern, s.proxyPort)
+	s.mux.HandleFunc(portSlashPattern, s.portSlash)
 	return s
 }
 
@@ -205,6 +214,8 @@ func (s *Server) routed() http.Handler {
 			s.noRoute(w, r)
 		case publicRoutes[pattern]:
 			s.mux.ServeHTTP(w, r)
+		case pattern == proxyPattern || pattern == portSlashPattern:
+			s.servePort(w, r, pattern)
 		default:
 			s.serveAuthenticated(w, r, pattern)
 		}

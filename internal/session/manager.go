@@ -161,10 +161,11 @@ type entry struct {
 
 	sb Sandbox // set before ready closes, if creation succeeded
 
-	mu       sync.Mutex // guards rec and cwd
+	mu       sync.Mutex // guards rec, cwd, deleting and public
 	rec      *Session
 	cwd      string
 	deleting bool
+	public   map[int]bool // ports served without authentication (ports.go)
 
 	inflight atomic.Int64 // calls in progress; the reaper leaves such sessions alone
 	lastUsed atomic.Int64 // unix nanoseconds

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"io"
+	"net"
 	"time"
 )
 
@@ -104,6 +105,14 @@ type Sandbox interface {
 	SignalProcess(ctx context.Context, pid string, sig int) error
 	ResizeProcess(ctx context.Context, pid string, cols, rows int) error
 	KillProcess(ctx context.Context, pid string) error
+
+	// Listeners lists the TCP sockets listening inside the sandbox, by
+	// port then address.
+	Listeners(ctx context.Context) ([]Listener, error)
+	// DialPort connects to port on the sandbox's loopback, from the host,
+	// whatever the sandbox's network (none included). Nothing listening
+	// there is ErrUnavailable. The connection outlives ctx.
+	DialPort(ctx context.Context, port int) (net.Conn, error)
 
 	// CopyLayers freezes the sandbox's processes, copies the changes it
 	// made to its files into the new directory dir (root/ for its root

@@ -24,6 +24,9 @@ type TenantLimits struct {
 	// lists programs it may not. A convenience for operators, not a
 	// security boundary: the sandbox is the boundary.
 	Allow, Deny []string
+	// PublicPorts lets the tenant's sessions serve ports without
+	// authentication (SetPortPublic).
+	PublicPorts bool
 }
 
 // Tenants gives the manager each tenant's limits.

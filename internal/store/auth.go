@@ -288,8 +288,9 @@ type quotaJSON struct {
 // policyJSON is the stored form of auth.Policy. Empty lists are left out
 // and read back as nil.
 type policyJSON struct {
-	Allow []string `json:"allow,omitempty"`
-	Deny  []string `json:"deny,omitempty"`
+	Allow       []string `json:"allow,omitempty"`
+	Deny        []string `json:"deny,omitempty"`
+	PublicPorts *bool    `json:"public_ports,omitempty"`
 }
 
 // encodeTenant converts a validated t to its column encoding.
@@ -310,7 +311,7 @@ func encodeTenant(t *auth.Tenant) (*tenantRecord, error) {
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "tenant %q: quota: %w", t.Name, err)
 	}
-	policy, err := json.Marshal(policyJSON{Allow: t.Policy.Allow, Deny: t.Policy.Deny})
+	policy, err := json.Marshal(policyJSON{Allow: t.Policy.Allow, Deny: t.Policy.Deny, PublicPorts: t.Policy.PublicPorts})
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "tenant %q: policy: %w", t.Name, err)
 	}
@@ -337,7 +338,7 @@ func (r *tenantRecord) decode() (*auth.Tenant, error) {
 			MaxWorkspaces:  q.MaxWorkspaces,
 			MaxSnapshots:   q.MaxSnapshots,
 		},
-		Policy:    auth.Policy{Allow: p.Allow, Deny: p.Deny},
+		Policy:    auth.Policy{Allow: p.Allow, Deny: p.Deny, PublicPorts: p.PublicPorts},
 		UpdatedAt: decodeTime(r.updatedAt),
 	}, nil
 }

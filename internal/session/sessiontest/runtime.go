@@ -196,6 +196,7 @@ type Sandbox struct {
 	execs    int
 	files    map[string][]byte
 	procs    []session.ProcessInfo
+	ports    map[int]string // sandbox port -> host address that serves it (ServePort)
 }
 
 var _ session.Sandbox = (*Sandbox)(nil)

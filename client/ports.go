@@ -1,0 +1,64 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/coder/websocket"
+
+	"github.com/warrenhq/warren/api"
+)
+
+// ListPorts lists the TCP ports listening in a session, and its public
+// ports.
+func (c *Client) ListPorts(ctx context.Context, id string) ([]api.Port, error) {
+	var out api.PortList
+	if _, err := c.doJSON(ctx, http.MethodGet, sessionPath(id, "/ports"), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Ports, nil
+}
+
+// SetPortPublic serves a session's port without authentication (public),
+// or with it again. The tenant's settings must allow public ports.
+func (c *Client) SetPortPublic(ctx context.Context, id string, port int, public bool) (*api.Port, error) {
+	var out api.Port
+	if _, err := c.doJSON(ctx, http.MethodPut, sessionPath(id, "/ports/"+strconv.Itoa(port)), nil, &api.PortUpdate{Public: public}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PortForward opens a raw TCP connection to port on a session's loopback,
+// carried over a WebSocket through the daemon (GET
+// /v1/sessions/{id}/port-forward/{port}). Closing it closes the
+// connection inside. A port with nothing listening is an *Error of code
+// unavailable.
+func (c *Client) PortForward(ctx context.Context, id string, port int) (net.Conn, error) {
+	path := sessionPath(id, "/port-forward/"+strconv.Itoa(port))
+	u, err := c.wsURL(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	if c.userAgent != "" {
+		h.Set("User-Agent", c.userAgent)
+	}
+	if c.token != "" {
+		h.Set("Authorization", "Bearer "+c.token)
+	}
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			defer resp.Body.Close()
+			return nil, errorFromResponse(resp)
+		}
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	ws.SetReadLimit(-1)
+	// The connection lives on after ctx, which bounded the dial only.
+	return websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary), nil
+}
