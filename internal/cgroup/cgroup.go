@@ -159,6 +159,9 @@ func cgroupMounts(mountinfo string) ([]mount, error) {
 // Version is 1 or 2.
 func (h *Hierarchy) Version() int { return h.version }
 
+// Parent is warren's parent cgroup, relative to the root(s).
+func (h *Hierarchy) Parent() string { return h.parent }
+
 // Controllers lists the controllers warren will use.
 func (h *Hierarchy) Controllers() []string {
 	if h.version == 2 {

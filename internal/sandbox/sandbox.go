@@ -60,8 +60,12 @@ type Options struct {
 	// of host ids (the default). Without it sandboxed code runs as an
 	// unprivileged host user instead of root.
 	UserNS bool
-	// IDBase is the first host id handed out; 0 means DefaultIDBase.
+	// IDBase is the first host id handed out; 0 means DefaultIDBase. It
+	// must sit on the host-wide grid (see CheckIDBase).
 	IDBase uint32
+	// RunDir holds what the daemons of this host share: the registry of
+	// id blocks and the locks on cgroup parents. "" means DefaultRunDir.
+	RunDir string
 	// Seccomp is the compiled filter every sandbox gets (see package
 	// seccomp), or nil for none.
 	Seccomp []byte
@@ -94,6 +98,7 @@ type Runtime struct {
 	rmu      sync.Mutex
 	removing map[string]bool // names being removed in the background
 	ids      *idAllocator
+	unlock   func() // lets go of the cgroup parent
 }
 
 // NewRuntime returns a runtime that keeps per-sandbox state under dir and
@@ -110,6 +115,24 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return nil, err
 	}
+	if o.RunDir == "" {
+		o.RunDir = DefaultRunDir
+	}
+	if o.IDBase == 0 {
+		o.IDBase = DefaultIDBase
+	}
+	ids, err := newIDAllocator(o.IDBase, filepath.Join(o.RunDir, "idblocks"), dir)
+	if err != nil {
+		return nil, err
+	}
+	// Before anything touches the parent: another daemon's sandboxes may
+	// live there.
+	unlock, err := lockParent(o.RunDir, h.Parent(), dir)
+	if err != nil {
+		return nil, err
+	}
+	c := makeCleanup(unlock)
+	defer c.Clean()
 	if err := h.Setup(); err != nil {
 		return nil, err
 	}
@@ -148,9 +171,6 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
-	if o.IDBase == 0 {
-		o.IDBase = DefaultIDBase
-	}
 	if o.MaskedPaths == nil {
 		o.MaskedPaths = DefaultMaskedPaths
 	}
@@ -163,13 +183,15 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 			return nil, fmt.Errorf("open the sandbox program: %w", err)
 		}
 	}
-	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: newIDAllocator(o.IDBase), removing: map[string]bool{}}, nil
+	c.Release()
+	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: ids, unlock: unlock, removing: map[string]bool{}}, nil
 }
 
-// Close waits for background removals and lets go of the sandbox program;
-// running sandboxes keep theirs.
+// Close waits for background removals and lets go of the sandbox program
+// and the cgroup parent; running sandboxes keep theirs.
 func (r *Runtime) Close() error {
 	r.Wait()
+	r.unlock()
 	return r.prog.Close()
 }
 
@@ -322,7 +344,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	if err := checkName(c.Name); err != nil {
 		return nil, err
 	}
-	ids, err := r.ids.get()
+	ids, err := r.ids.get(c.Name)
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrResourceExhausted, "%v", err)
 	}
@@ -370,25 +392,35 @@ func checkName(name string) error {
 
 // makeDirs creates the sandbox's state directory and its writable layers:
 // in the size-limited layer store when there is one, else in the state
-// directory. With a user namespace the sandbox's root (ids.HostID on the
-// host) owns them; the daemon stays able to remove them. It returns the
-// state directory and the directory that holds the writable layers.
+// directory. It returns the state directory and the directory that holds
+// the writable layers. The daemon (host root) owns every directory but the
+// overlays' upper and work directories: with a user namespace those belong
+// to the sandbox's root (ids.HostID on the host), which mounts the
+// overlays, and that is all it owns. An escaped sandbox process can so
+// neither replace the agent's socket in the state directory nor plant
+// anything beside it.
 func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup) (dir, layer string, err error) {
 	dir = filepath.Join(r.dir, c.Name)
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, 0o711); err != nil {
 		return "", "", fmt.Errorf("create sandbox directory: %w", err)
 	}
 	cu.Add(func() { os.RemoveAll(dir) })
-	owned := []string{dir}
-	mkdir := func(d string) error {
+	// Init, as the sandbox's root, passes through it to its mount points.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return "", "", err
+	}
+	var owned []string
+	mkdir := func(d string, own bool) error {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err
 		}
-		owned = append(owned, d)
+		if own {
+			owned = append(owned, d)
+		}
 		return nil
 	}
 	for _, d := range []string{"rootfs", "layers"} {
-		if err := mkdir(filepath.Join(dir, d)); err != nil {
+		if err := mkdir(filepath.Join(dir, d), false); err != nil {
 			return "", "", err
 		}
 	}
@@ -398,19 +430,25 @@ func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup) (dir, layer
 			return "", "", fmt.Errorf("create writable layer: %w", err)
 		}
 		cu.Add(func() { r.opts.Layers.Remove(c.Name) })
-		owned = append(owned, layer)
+		// The daemon's, and the sandbox's root passes through it.
+		if err := os.Chmod(layer, 0o711); err != nil {
+			return "", "", err
+		}
 	} else if c.DiskBytes > 0 {
 		return "", "", errdefs.New(errdefs.ErrInvalidArgument, "this daemon has no disk quota support; leave the disk limit unset")
 	}
 	for _, d := range []string{"upper", "work"} {
-		if err := mkdir(filepath.Join(layer, d)); err != nil {
+		if err := mkdir(filepath.Join(layer, d), true); err != nil {
 			return "", "", err
 		}
 	}
 	for i := range c.Overlays {
 		od := overlayDir(layer, i)
-		for _, d := range []string{od, od + "/upper", od + "/work"} {
-			if err := mkdir(d); err != nil {
+		if err := os.Mkdir(od, 0o711); err != nil {
+			return "", "", err
+		}
+		for _, d := range []string{od + "/upper", od + "/work"} {
+			if err := mkdir(d, true); err != nil {
 				return "", "", err
 			}
 		}
@@ -634,8 +672,8 @@ func socketPath(dir string) (string, *os.File, error) {
 }
 
 // listen binds the agent's socket in the sandbox's directory on the host
-// side: sandboxed code has no path to it. The returned file is the
-// listening descriptor to pass to init.
+// side: sandboxed code has no path to it. The returned file is the bound
+// descriptor to pass to init, which listens on it.
 func listen(dir string) (*os.File, error) {
 	p, d, err := socketPath(dir)
 	if err != nil {
@@ -650,10 +688,7 @@ func listen(dir string) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("bind agent socket: %w", err)
 	}
-	if err := unix.Listen(fd, 8); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
+	// Init makes it listen (see checkPeer).
 	return os.NewFile(uintptr(fd), "agent-listener"), nil
 }
 
@@ -704,7 +739,7 @@ func (sb *Sandbox) watch(pidfd int) error {
 
 func describeWait(ws unix.WaitStatus) string {
 	if ws.Signaled() {
-		return "killed by " + ws.Signal().String()
+		return "killed by " + unix.SignalName(ws.Signal())
 	}
 	return "status " + strconv.Itoa(ws.ExitStatus())
 }
@@ -772,10 +807,39 @@ func (sb *Sandbox) connect(ctx context.Context, h agentproto.Hello) error {
 	if err != nil {
 		return fmt.Errorf("connect to agent: %w", err)
 	}
+	if err := sb.checkPeer(c.(*net.UnixConn)); err != nil {
+		c.Close()
+		return err
+	}
 	sb.conn = agentproto.NewConn(c, nil)
 	if err := sb.hello(ctx, h); err != nil {
 		sb.conn.Close()
 		return err
+	}
+	return nil
+}
+
+// checkPeer makes sure the agent's socket is the one PID 1 listens on:
+// SO_PEERCRED names the process that called listen. A socket planted in its
+// place by anyone else (a process of another sandbox that escaped, or of
+// this one with a way out) is refused before the daemon says a word to it.
+func (sb *Sandbox) checkPeer(c *net.UnixConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return fmt.Errorf("read the agent socket's credentials: %w", cerr)
+	}
+	if int(cred.Pid) != sb.pid || (sb.rt.opts.UserNS && cred.Uid != sb.ids.HostID) {
+		return fmt.Errorf("the agent socket of sandbox %s is not its PID 1's (pid %d uid %d listens, want pid %d): refusing it", sb.name, cred.Pid, cred.Uid, sb.pid)
 	}
 	return nil
 }
@@ -979,7 +1043,7 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 		unix.Close(fd)
 		return nil, err
 	}
-	if err := r.ids.claim(ids); err != nil {
+	if err := r.ids.claim(name, ids); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
