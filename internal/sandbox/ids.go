@@ -77,7 +77,13 @@ func newIDAllocator(base uint32, registry, owner string) (*idAllocator, error) {
 	if err := os.MkdirAll(registry, 0o700); err != nil {
 		return nil, fmt.Errorf("create the host's id block registry: %w", err)
 	}
-	return &idAllocator{base: base, dir: registry, owner: owner}, nil
+	a := &idAllocator{base: base, dir: registry, owner: owner}
+	// Blocks of daemons that died and whose sandboxes are gone go back now,
+	// not only once the space runs out.
+	if err := a.locked(func() error { a.reclaim(); return nil }); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // blocks is how many blocks fit between base and the last valid id.
