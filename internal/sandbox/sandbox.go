@@ -332,7 +332,6 @@ type Sandbox struct {
 
 	mu      sync.Mutex
 	exitErr error
-	oomSeen uint64 // OOM kills already attributed
 }
 
 // Start creates and starts a sandbox; on failure nothing of it remains.
@@ -1053,9 +1052,6 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 		r.ids.put(ids)
 		return nil, err
 	}
-	if n, err := sb.cg.OOMKills(); err == nil {
-		sb.oomSeen = n // only kills from now on are news
-	}
 	// A daemon that died while it copied the sandbox's layers left it
 	// frozen, and a frozen agent cannot answer the hello. A sandbox that
 	// is not frozen stays as it is (and a host without a freezer has none).
@@ -1233,20 +1229,6 @@ func (r *Runtime) Leftovers() ([]string, error) {
 	}
 	r.rmu.Unlock()
 	return names, nil
-}
-
-// OOMKills returns the number of OOM kills in the workload not reported yet,
-// and marks them reported.
-func (sb *Sandbox) OOMKills() uint64 {
-	n, err := sb.cg.OOMKills()
-	if err != nil {
-		return 0
-	}
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	d := n - sb.oomSeen
-	sb.oomSeen = n
-	return d
 }
 
 var _ io.Reader = (*agentproto.DataReader)(nil)
