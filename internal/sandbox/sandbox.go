@@ -624,21 +624,71 @@ func (r *Runtime) forkInit(ids spec.IDRange, files []uintptr) (pid, pidfd int, e
 		Setsid:     true,
 		PidFD:      &pidfd,
 	}
-	if r.opts.UserNS {
-		// The user namespace comes first in the clone, so it owns every
-		// other new namespace; init is its root (ids.HostID outside).
-		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(ids.HostID), Size: int(ids.Size)}}
-		sys.Cloneflags |= unix.CLONE_NEWUSER
-		sys.UidMappings, sys.GidMappings = m, m
-		sys.GidMappingsEnableSetgroups = true
-		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
-	}
 	attr := &syscall.ProcAttr{Env: []string{}, Files: files, Sys: sys}
-	pid, err = syscall.ForkExec(r.exe, []string{"warren", "init"}, attr)
-	if err != nil {
+	if !r.opts.UserNS {
+		if pid, err = syscall.ForkExec(r.exe, []string{"warren", "init"}, attr); err != nil {
+			return 0, -1, fmt.Errorf("start sandbox init: %w", err)
+		}
+		return pid, pidfd, nil
+	}
+	// The user namespace comes first in the clone, so it owns every other
+	// new namespace; init is its root (ids.HostID outside).
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(ids.HostID), Size: int(ids.Size)}}
+	sys.Cloneflags |= unix.CLONE_NEWUSER
+	sys.UidMappings, sys.GidMappings = m, m
+	sys.GidMappingsEnableSetgroups = true
+	sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+	// The kernel charges per-user counters (inotify instances and
+	// watches, message queue bytes, queued signals, processes) in a user
+	// namespace up to its owner in the parent namespace, under the
+	// parent's limits: the user namespace's owner is whoever created it.
+	// Created by the daemon, every sandbox would bear on host root's
+	// counters, and one session could take all of host root's inotify
+	// instances. So the clone is made with the block's first id as the
+	// effective uid and gid, on a thread of its own: credentials are per
+	// thread in Linux, and the thread is never given back (the goroutine
+	// ends locked, so the runtime ends the thread).
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := actAs(ids.HostID); err != nil {
+			done <- fmt.Errorf("take the sandbox's ids to create its user namespace: %w", err)
+			return
+		}
+		var err error
+		pid, err = syscall.ForkExec(r.exe, []string{"warren", "init"}, attr)
+		done <- err
+	}()
+	if err := <-done; err != nil {
 		return 0, -1, fmt.Errorf("start sandbox init: %w", err)
 	}
 	return pid, pidfd, nil
+}
+
+// actAs makes the calling thread's effective uid and gid id, keeping its
+// capabilities: a user namespace it creates is then owned by id, and it can
+// still write that namespace's id maps and create the other namespaces.
+// Raw system calls: Go's Setresuid would change every thread of the daemon.
+// The real and saved ids stay 0, so the permitted capabilities survive the
+// change; only the effective set is cleared, and is raised again.
+func actAs(id uint32) error {
+	keep := ^uintptr(0) // -1: leave as is
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, keep, uintptr(id), keep); e != 0 {
+		return fmt.Errorf("setresgid: %w", e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, keep, uintptr(id), keep); e != 0 {
+		return fmt.Errorf("setresuid: %w", e)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Effective, data[1].Effective = data[0].Permitted, data[1].Permitted
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
 }
 
 // helloError keeps the class of an error the agent answered the hello with
