@@ -166,11 +166,11 @@ func (a *idAllocator) path(host uint32) string {
 	return filepath.Join(a.dir, strconv.FormatUint(uint64(host), 10))
 }
 
-// put gives a block back; only the runtime that holds it calls it.
-func (a *idAllocator) put(r spec.IDRange) {
+// put gives back the block of this runtime's sandbox name.
+func (a *idAllocator) put(name string, r spec.IDRange) {
 	a.locked(func() error {
-		if e, err := a.read(r.HostID); err == nil && e.Sessions != a.owner {
-			return nil // not ours (any more): leave it
+		if e, err := a.read(r.HostID); err == nil && (e.Sessions != a.owner || e.Name != name) {
+			return nil // not that sandbox's (any more): leave it
 		}
 		return os.Remove(a.path(r.HostID))
 	})

@@ -79,10 +79,14 @@ func TestIDRegistryIsHostWide(t *testing.T) {
 	}
 	for h := range seen {
 		r := spec.IDRange{HostID: h, Size: IDsPerSandbox}
-		a.put(r) // only a's own go
-		b.put(r)
+		a.put("s", r) // only a's own go
+		b.put("s", r)
 	}
-	b.put(keep)
+	b.put("other", keep) // not that sandbox's: stays
+	if _, err := os.Stat(a.path(keep.HostID)); err != nil {
+		t.Errorf("put by another sandbox's name removed the block: %v", err)
+	}
+	b.put("kept", keep)
 	if ents, _ := os.ReadDir(reg); len(ents) != 0 {
 		t.Errorf("registry after every block went back: %d entries", len(ents))
 	}

@@ -347,7 +347,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrResourceExhausted, "%v", err)
 	}
-	cu := makeCleanup(func() { r.ids.put(ids) })
+	cu := makeCleanup(func() { r.ids.put(c.Name, ids) })
 	defer cu.Clean()
 	dir, layer, err := r.makeDirs(c, ids, &cu)
 	if err != nil {
@@ -1043,7 +1043,7 @@ func (sb *Sandbox) removeFiles() []error {
 	if len(errs) == 0 {
 		// Its ids may go to another sandbox only once nothing of it is
 		// left that they could reach.
-		sb.rt.ids.put(sb.ids)
+		sb.rt.ids.put(sb.name, sb.ids)
 	}
 	return errs
 }
@@ -1099,7 +1099,7 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 	sb = &Sandbox{name: name, dir: dir, cg: r.cgroups.OpenSession(name), pid: pid, done: make(chan struct{}),
 		ids: ids, rt: r, adopted: parentOf(pid) != os.Getpid()}
 	if err := sb.watch(fd); err != nil {
-		r.ids.put(ids)
+		r.ids.put(name, ids)
 		return nil, err
 	}
 	// A daemon that died while it copied the sandbox's layers left it
@@ -1108,7 +1108,7 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 	sb.Thaw()
 	if err := sb.connect(ctx, agentproto.Hello{}); err != nil {
 		sb.pidfd.Close()
-		r.ids.put(ids)
+		r.ids.put(name, ids)
 		return nil, err
 	}
 	return sb, nil
@@ -1237,8 +1237,14 @@ func (r *Runtime) Remove(name string) error {
 			errs = append(errs, err)
 		}
 	}
+	// Its id block goes back with its state, as removeFiles does.
+	var ids spec.IDRange
+	b, rerr := os.ReadFile(filepath.Join(r.dir, name, idsFile))
 	if err := os.RemoveAll(filepath.Join(r.dir, name)); err != nil {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 && rerr == nil && json.Unmarshal(b, &ids) == nil && ids.Size != 0 {
+		r.ids.put(name, ids)
 	}
 	return errors.Join(errs...)
 }
