@@ -870,8 +870,9 @@ func (sb *Sandbox) connect(ctx context.Context, h agentproto.Hello) error {
 
 // checkPeer makes sure the agent's socket is the one PID 1 listens on:
 // SO_PEERCRED names the process that called listen. A socket planted in its
-// place by anyone else (a process of another sandbox that escaped, or of
-// this one with a way out) is refused before the daemon says a word to it.
+// place by anyone but host root (a process of another sandbox that escaped,
+// or of this one with a way out, even as the same uid) is refused before
+// the daemon says a word to it.
 func (sb *Sandbox) checkPeer(c *net.UnixConn) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -887,10 +888,18 @@ func (sb *Sandbox) checkPeer(c *net.UnixConn) error {
 	if cerr != nil {
 		return fmt.Errorf("read the agent socket's credentials: %w", cerr)
 	}
-	if int(cred.Pid) != sb.pid || (sb.rt.opts.UserNS && cred.Uid != sb.ids.HostID) {
+	switch {
+	case int(cred.Pid) == sb.pid && (!sb.rt.opts.UserNS || cred.Uid == sb.ids.HostID):
+		return nil
+	case cred.Uid == 0:
+		// Host root listened: a daemon from before init made the socket
+		// listen, whose sandboxes are adopted across an upgrade. Only host
+		// root can be uid 0 here (a sandbox's root is its block's uid),
+		// and host root is trusted.
+		return nil
+	default:
 		return fmt.Errorf("the agent socket of sandbox %s is not its PID 1's (pid %d uid %d listens, want pid %d): refusing it", sb.name, cred.Pid, cred.Uid, sb.pid)
 	}
-	return nil
 }
 
 func (sb *Sandbox) hello(ctx context.Context, h agentproto.Hello) error {

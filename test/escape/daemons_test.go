@@ -1,12 +1,12 @@
 package escape
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,9 +166,10 @@ rm -f agent.sock 2>&1 && echo REMOVED`, dir)
 
 // TestImpostorAgentSocketRefused (issue 20, hole 4): the daemon dialled
 // agent.sock and spoke to whatever listened there. A socket planted in its
-// place (here while the daemon is down, and by a process that is not the
-// sandbox's PID 1) now gets not one byte: the next daemon checks the
-// listener's credentials (SO_PEERCRED) against the recorded PID 1.
+// place, listened on by a process of the sandbox's own host uid that is not
+// its PID 1 (one that escaped), now gets not one byte: the next daemon
+// checks the listener's credentials (SO_PEERCRED) against the recorded
+// PID 1.
 func TestImpostorAgentSocketRefused(t *testing.T) {
 	h1 := startDaemon(t, func(c *config.Config) { c.Shutdown = config.ShutdownKeep })
 	b := newBox(t, h1, "victim", nil)
@@ -179,37 +180,67 @@ func TestImpostorAgentSocketRefused(t *testing.T) {
 	t.Cleanup(func() { killCgroup(h1.Config.CgroupParent) })
 	dir, _ := sandboxDirs(t, h1.DataDir, first)
 	sock := filepath.Join(dir, "agent.sock")
-	if err := os.Remove(sock); err != nil {
+
+	// The impostor: the sandbox's root uid on the host, listening in a
+	// directory of its own; the socket is then moved into place (root
+	// does it here: the state directory refuses that uid, as
+	// TestStateDirectoryIsTheDaemons shows).
+	own := filepath.Join(t.TempDir(), "impostor")
+	if err := os.Mkdir(own, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("unix", sock)
+	if err := os.Chown(own, int(first), int(first)); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(own), 0o755)
+	cmd := exec.Command("/usr/bin/python3", "-c", `
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1] + "/agent.sock"); s.listen(1)
+print("listening", flush=True)
+s.settimeout(30)
+try:
+    c, _ = s.accept()
+except socket.timeout:
+    print("no connection", flush=True); sys.exit(0)
+c.settimeout(20)
+n = 0
+try:
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        n += len(d)
+except socket.timeout:
+    pass
+print("%d bytes" % n, flush=True)
+`, own)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(first), Gid: uint32(first), NoSetGroups: true}}
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	got := make(chan string, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- "no connection"
-			return
-		}
-		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(20 * time.Second))
-		n, _ := io.Copy(io.Discard, io.LimitReader(c, 1<<20))
-		got <- fmt.Sprintf("%d bytes", n)
-	}()
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no python3 on the host: %v", err)
+	}
+	defer cmd.Process.Kill()
+	r := bufio.NewReader(out)
+	if l, _ := r.ReadString('\n'); l != "listening\n" {
+		t.Fatalf("the impostor: %q", l)
+	}
+	if err := os.Rename(filepath.Join(own, "agent.sock"), sock); err != nil {
+		t.Fatal(err)
+	}
 	h2 := startDaemon(t, func(c *config.Config) {
 		c.DataDir, c.CgroupParent, c.Shutdown = h1.DataDir, h1.Config.CgroupParent, config.ShutdownDestroy
 	})
-	ln.Close() // Accept returns if the daemon never dialled
-	if s := <-got; s != "0 bytes" && s != "no connection" {
-		t.Errorf("the impostor on agent.sock got %s from the daemon; want nothing", s)
-	}
 	s, err := h2.Client.GetSession(bg, b.id)
 	if err != nil || s.State == "running" {
 		t.Errorf("the session whose agent socket was replaced: %+v, %v; want it not adopted", s, err)
 	}
+	cmd.Process.Signal(syscall.SIGINT) // the daemon never dialled, or is done
+	if l, _ := r.ReadString('\n'); l != "0 bytes\n" && l != "" {
+		t.Errorf("the impostor on agent.sock (host uid %d, the sandbox's own) got %q from the daemon; want nothing", first, strings.TrimSpace(l))
+	}
+	cmd.Wait()
 }
 
 // TestSecondDaemonOnSameCgroupParentRefused (issue 20, hole 4): a second
