@@ -395,17 +395,17 @@ func checkName(name string) error {
 // the writable layers. The daemon (host root) owns every directory but the
 // overlays' upper and work directories: with a user namespace those belong
 // to the sandbox's root (ids.HostID on the host), which mounts the
-// overlays, and that is all it owns. An escaped sandbox process can so
-// neither replace the agent's socket in the state directory nor plant
-// anything beside it.
+// overlays, and that is all it owns; the state and layer directories only
+// let it pass (see passableBy). An escaped sandbox process can so neither
+// replace the agent's socket in the state directory nor plant anything
+// beside it, and another sandbox's cannot even reach them.
 func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup) (dir, layer string, err error) {
 	dir = filepath.Join(r.dir, c.Name)
-	if err := os.Mkdir(dir, 0o711); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", "", fmt.Errorf("create sandbox directory: %w", err)
 	}
 	cu.Add(func() { os.RemoveAll(dir) })
-	// Init, as the sandbox's root, passes through it to its mount points.
-	if err := os.Chmod(dir, 0o711); err != nil {
+	if err := r.passableBy(dir, ids); err != nil {
 		return "", "", err
 	}
 	var owned []string
@@ -429,8 +429,7 @@ func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup) (dir, layer
 			return "", "", fmt.Errorf("create writable layer: %w", err)
 		}
 		cu.Add(func() { r.opts.Layers.Remove(c.Name) })
-		// The daemon's, and the sandbox's root passes through it.
-		if err := os.Chmod(layer, 0o711); err != nil {
+		if err := r.passableBy(layer, ids); err != nil {
 			return "", "", err
 		}
 	} else if c.DiskBytes > 0 {
@@ -460,6 +459,22 @@ func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup) (dir, layer
 		}
 	}
 	return dir, layer, nil
+}
+
+// passableBy makes d, a directory of the daemon's, one that the sandbox's
+// root (with a user namespace) may pass through and nobody else may: init
+// reaches its mount points and writable layers through it, and an escaped
+// process of another sandbox must not reach them (the layers' upper
+// directories are 0755, as the sandbox's / is). Host root owns it, the
+// block's first gid is its group, mode 0710.
+func (r *Runtime) passableBy(d string, ids spec.IDRange) error {
+	if !r.opts.UserNS {
+		return os.Chmod(d, 0o700) // init passes as host root
+	}
+	if err := os.Lchown(d, 0, int(ids.HostID)); err != nil {
+		return fmt.Errorf("hand %s to the sandbox's group: %w", d, err)
+	}
+	return os.Chmod(d, 0o710)
 }
 
 // overlayDir holds the writable layer of the i-th extra overlay.

@@ -122,16 +122,17 @@ func TestSecondDaemonGetsDisjointIDBlocks(t *testing.T) {
 		}
 	}
 	// Root of one daemon's session, escaped to the host, cannot touch the
-	// other daemon's session's writable layer.
+	// other daemon's session's writable layer, not even a file anyone
+	// inside may read: the layer's directory lets only its own root pass.
 	victim := boxes[1]
-	victim.out(t, "echo secret > /root/victim")
+	victim.out(t, "echo secret > /root/victim; echo secret > /tmp/open; chmod 644 /tmp/open")
 	_, layer := sandboxDirs(t, h2.DataDir, blocks[1].first)
 	upper := filepath.Join(layer, "upper")
 	if _, err := os.Stat(filepath.Join(upper, "root", "victim")); err != nil {
 		t.Fatalf("the victim's file in its writable layer: %v", err)
 	}
-	out, code := asHostUser(t, uint32(blocks[0].first), `cat "$1/root/victim" 2>&1; echo x > "$1/root/planted" 2>&1`, upper)
-	if code == 0 || strings.Contains(out, "secret") || !strings.Contains(out, "Permission denied") {
+	out, code := asHostUser(t, uint32(blocks[0].first), `cat "$1/root/victim" "$1/tmp/open" 2>&1; echo x > "$1/root/planted" 2>&1`, upper)
+	if code == 0 || strings.Contains(out, "secret") || strings.Count(out, "Permission denied") != 3 {
 		t.Errorf("root of %s (host uid %d) on the host, against %s's layer: exit %d, %q; want Permission denied (EACCES)", boxes[0].id, blocks[0].first, victim.id, code, out)
 	}
 }
