@@ -266,6 +266,11 @@ func (h *Hierarchy) Dirs() []string { return h.dirs("") }
 // runs in directly without nesting in it ("" for none; see delegation).
 func (h *Hierarchy) Delegated() (base, leaf, stuck string) { return h.base, h.leaf, h.stuck }
 
+// Parent is warren's parent cgroup relative to the root(s), the delegated
+// cgroup it nests in (v2) included: two daemons share a parent exactly when
+// their Parents are equal.
+func (h *Hierarchy) Parent() string { return filepath.Join(h.base, h.parent) }
+
 // Controllers lists the controllers warren will use.
 func (h *Hierarchy) Controllers() []string {
 	if h.version == 2 {

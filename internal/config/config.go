@@ -45,6 +45,11 @@ type Config struct {
 	// wait for an RCU grace period (see package cgroup). It is a host-wide
 	// setting; the daemon never turns it off again.
 	CgroupFavorDynMods bool
+	// IDBase is the first host uid and gid of sandboxes' id blocks (65536
+	// ids each). Blocks are handed out host-wide, through a registry every
+	// daemon on the host shares, on one grid: IDBase differs from the
+	// default by a multiple of 65536.
+	IDBase int64
 	// NoDiskQuota runs without a layer store: writable layers are then
 	// unlimited and sessions may not ask for limits.disk_mb.
 	NoDiskQuota bool
@@ -131,6 +136,7 @@ func Default() Config {
 		DataDir:            DefaultDataDir,
 		CgroupParent:       "warren",
 		CgroupFavorDynMods: true,
+		IDBase:             DefaultIDBase,
 		LogFormat:          "json",
 		LogLevel:           "info",
 		ShutdownGrace:      10 * time.Second,
@@ -140,8 +146,14 @@ func Default() Config {
 	}
 }
 
+// DefaultIDBase is the default IDBase (package sandbox's DefaultIDBase).
+const DefaultIDBase = 1_000_000_000
+
 // Validate checks the configuration.
 func (c *Config) Validate() error {
+	if c.IDBase < 65536 || c.IDBase+65536 > 1<<32-1 || (c.IDBase-DefaultIDBase)%65536 != 0 {
+		return fmt.Errorf("id base %d: must be %d plus or minus a multiple of 65536, between 65536 and %d (blocks of 65536 ids sit on one grid for every daemon on the host)", c.IDBase, DefaultIDBase, int64(1<<32-1-65536))
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("listen address %q: %w", c.Listen, err)
 	}

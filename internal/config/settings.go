@@ -57,6 +57,7 @@ var settings = []Setting{
 	setting("allow_no_userns", "allow-no-userns", "run where user namespaces are unavailable: sandboxed code then runs as an unprivileged host user, not as root in its own namespace", func(c *Config) any { return &c.AllowNoUserNS }),
 	setting("mcp_allowed_hosts", "mcp-allowed-hosts", "host names besides loopback ones that a request to /mcp on a loopback address may carry in its Host header, comma-separated: those of a reverse proxy on the same host (\"*\": any; the check guards a loopback daemon against DNS rebinding)", func(c *Config) any { return &c.MCPAllowedHosts }),
 	setting("preview_domain", "preview-domain", "domain under which sessions' ports are also served by host name, as {port}-{session}.DOMAIN (a wildcard DNS record *.DOMAIN must point at the daemon; empty: only the /v1/sessions/{id}/ports/{port}/ paths)", func(c *Config) any { return &c.PreviewDomain }),
+	setting("id_base", "id-base", "first host uid and gid of sandboxes' id blocks (65536 each), handed out host-wide through a registry in /run/warren that every daemon on the host shares; it must differ from 1000000000 by a multiple of 65536", func(c *Config) any { return &c.IDBase }),
 	setting("no_disk_quota", "no-disk-quota", "run without disk limits on sessions' writable layers (sessions may then not ask for limits.disk_mb)", func(c *Config) any { return &c.NoDiskQuota }),
 
 	setting("session.max_sessions", "max-sessions", "most sessions at once, over all tenants", func(c *Config) any { return &c.Session.MaxSessions }),

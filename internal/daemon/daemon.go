@@ -168,7 +168,7 @@ func (d *Daemon) startRuntime() error {
 			log.Info("turned on favordynmods on the cgroup2 mount, so sandbox starts do not wait for an RCU grace period (cgroup_favor_dynmods = false leaves it alone)", "mount", point)
 		}
 	}
-	opts := sandbox.Options{UserNS: true}
+	opts := sandbox.Options{UserNS: true, IDBase: uint32(cfg.IDBase)}
 	if err := sandbox.ProbeUserNS(filepath.Join(cfg.DataDir, "images")); err != nil {
 		if !cfg.AllowNoUserNS {
 			return fmt.Errorf("sandboxes cannot run in user namespaces here (%v); run `warren doctor`, or pass --allow-no-userns to run sandboxed code as an unprivileged host user instead", err)

@@ -411,11 +411,14 @@ func checkSandbox(ctx context.Context, o Options) Check {
 		c.Detail = "build the base image: " + err.Error()
 		return c
 	}
-	h, err := cgroup.Detect(o.CgroupParent)
+	// A parent of its own beside the daemon's: a running daemon holds its
+	// parent (and would take a sandbox there for a leftover).
+	h, err := cgroup.Detect(o.CgroupParent + "-doctor")
 	if err != nil {
 		c.Detail = err.Error()
 		return c
 	}
+	defer h.Teardown()
 	opts := sandbox.Options{UserNS: sandbox.ProbeUserNS(filepath.Join(tmp, "images")) == nil}
 	var pol *seccomp.Policy
 	if opts.Seccomp, pol, err = sandbox.Seccomp(opts.UserNS, h.Version()); err != nil {

@@ -104,6 +104,12 @@ func run(status *os.File) error {
 	if err := loopbackUp(); err != nil {
 		return step("bring up lo", err)
 	}
+	// The daemon bound the agent's socket; init makes it listen, so the
+	// socket's credentials (SO_PEERCRED, taken at listen) name PID 1: the
+	// daemon refuses a socket any other process listens on.
+	if err := unix.Listen(spec.FDListener, 8); err != nil {
+		return step("listen on the agent socket", err)
+	}
 	// The status pipe ends with the exec: the daemon reads EOF as "agent
 	// started". Everything else the agent needs is inherited.
 	if _, err := unix.FcntlInt(uintptr(spec.FDStatus), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {

@@ -73,3 +73,14 @@ func BenchmarkRuntimeExecTrueShellNoCPULimit(b *testing.B) {
 	}
 	report(b, ts)
 }
+
+// BenchmarkOOMKillsRead is what each exec pays to attribute OOM kills: one
+// read of the workload's counter (it reads it twice per call).
+func BenchmarkOOMKillsRead(b *testing.B) {
+	sb := newEnv(b).start()
+	for b.Loop() {
+		if _, err := sb.cg.OOMKills(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -225,9 +229,30 @@ func TestUserNamespace(t *testing.T) {
 	if want := strings.TrimSpace(ua); strconv.FormatUint(uint64(host), 10) != want {
 		t.Errorf("a file written inside is uid %d on the host, want %s", host, want)
 	}
+	// The sandbox's root owns its user namespace: the kernel charges the
+	// per-user counters of everything inside to it, not to host root.
+	if got, want := nsOwner(t, a.Pid()), a.ids.HostID; got != want {
+		t.Errorf("the sandbox's user namespace is owned by host uid %d, want its root's %d", got, want)
+	}
 	// No further user namespace inside.
 	res := sh(t, a, "unshare -U true 2>&1; cat /proc/sys/user/max_user_namespaces")
 	if !strings.Contains(string(res.Stdout), "0") || !strings.Contains(string(res.Stdout), "unshare") {
 		t.Errorf("nested user namespace: %q", res.Stdout)
 	}
+}
+
+// nsOwner returns the host uid that owns pid's user namespace.
+func nsOwner(t *testing.T, pid int) uint32 {
+	t.Helper()
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	const nsGetOwnerUID = 0xb704 // NS_GET_OWNER_UID, _IO(0xb7, 0x4): writes a uid_t
+	var uid uint32
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, ns.Fd(), nsGetOwnerUID, uintptr(unsafe.Pointer(&uid))); e != 0 {
+		t.Fatalf("NS_GET_OWNER_UID: %v", e)
+	}
+	return uid
 }

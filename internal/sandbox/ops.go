@@ -36,6 +36,12 @@ func (sb *Sandbox) Exec(ctx context.Context, req *agentproto.ExecRequest, stdin 
 		req.Stdin = agentproto.StdinStream
 	}
 	req.Stream = stream != nil
+	// The workload's OOM kill counter before and after the call: a kill
+	// while it ran is this call's, whichever of its processes it took (a
+	// pipeline's first command, a child) and however the call ended; one
+	// before it or after it is not. One read of memory.events (v2) or
+	// memory.oom_control (v1) each, a few microseconds.
+	oomBefore, oomErr := sb.cg.OOMKills()
 	s, err := sb.conn.Call(agentproto.OpExec, req, tail)
 	if err != nil {
 		return nil, sb.callError(ctx, nil, err)
@@ -82,10 +88,8 @@ func (sb *Sandbox) Exec(ctx context.Context, req *agentproto.ExecRequest, stdin 
 			if res.Stderr == nil {
 				res.Stderr = []byte{}
 			}
-			// A process killed by SIGKILL, or a shell that died, may have
-			// met the OOM killer: the workload's counter says.
-			if res.ExitCode == 137 || res.Signal == 9 || res.ShellRestarted {
-				res.OOMKilled = sb.OOMKills() > 0
+			if n, err := sb.cg.OOMKills(); err == nil && oomErr == nil {
+				res.OOMKilled = n > oomBefore
 			}
 			return res, nil
 		case agentproto.FrameError:

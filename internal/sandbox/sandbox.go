@@ -60,8 +60,12 @@ type Options struct {
 	// of host ids (the default). Without it sandboxed code runs as an
 	// unprivileged host user instead of root.
 	UserNS bool
-	// IDBase is the first host id handed out; 0 means DefaultIDBase.
+	// IDBase is the first host id handed out; 0 means DefaultIDBase. It
+	// must sit on the host-wide grid (see CheckIDBase).
 	IDBase uint32
+	// RunDir holds what the daemons of this host share: the registry of
+	// id blocks and the locks on cgroup parents. "" means DefaultRunDir.
+	RunDir string
 	// Seccomp is the compiled filter every sandbox gets (see package
 	// seccomp), or nil for none.
 	Seccomp []byte
@@ -94,6 +98,7 @@ type Runtime struct {
 	rmu      sync.Mutex
 	removing map[string]bool // names being removed in the background
 	ids      *idAllocator
+	unlock   func() // lets go of the cgroup parent
 }
 
 // NewRuntime returns a runtime that keeps per-sandbox state under dir and
@@ -110,6 +115,24 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return nil, err
 	}
+	if o.RunDir == "" {
+		o.RunDir = DefaultRunDir
+	}
+	if o.IDBase == 0 {
+		o.IDBase = DefaultIDBase
+	}
+	ids, err := newIDAllocator(o.IDBase, filepath.Join(o.RunDir, "idblocks"), dir)
+	if err != nil {
+		return nil, err
+	}
+	// Before anything touches the parent: another daemon's sandboxes may
+	// live there.
+	unlock, err := lockParent(o.RunDir, h.Parent(), dir)
+	if err != nil {
+		return nil, err
+	}
+	c := makeCleanup(unlock)
+	defer c.Clean()
 	if err := h.Setup(); err != nil {
 		return nil, err
 	}
@@ -148,9 +171,6 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
-	if o.IDBase == 0 {
-		o.IDBase = DefaultIDBase
-	}
 	if o.MaskedPaths == nil {
 		o.MaskedPaths = DefaultMaskedPaths
 	}
@@ -163,13 +183,15 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 			return nil, fmt.Errorf("open the sandbox program: %w", err)
 		}
 	}
-	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: newIDAllocator(o.IDBase), removing: map[string]bool{}}, nil
+	c.Release()
+	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: ids, unlock: unlock, removing: map[string]bool{}}, nil
 }
 
-// Close waits for background removals and lets go of the sandbox program;
-// running sandboxes keep theirs.
+// Close waits for background removals and lets go of the sandbox program
+// and the cgroup parent; running sandboxes keep theirs.
 func (r *Runtime) Close() error {
 	r.Wait()
+	r.unlock()
 	return r.prog.Close()
 }
 
@@ -310,7 +332,6 @@ type Sandbox struct {
 
 	mu      sync.Mutex
 	exitErr error
-	oomSeen uint64 // OOM kills already attributed
 }
 
 // Start creates and starts a sandbox; on failure nothing of it remains.
@@ -322,11 +343,11 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	if err := checkName(c.Name); err != nil {
 		return nil, err
 	}
-	ids, err := r.ids.get()
+	ids, err := r.ids.get(c.Name)
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrResourceExhausted, "%v", err)
 	}
-	cu := makeCleanup(func() { r.ids.put(ids) })
+	cu := makeCleanup(func() { r.ids.put(c.Name, ids) })
 	defer cu.Clean()
 	dir, layer, err := r.makeDirs(c, ids, &cu)
 	if err != nil {
@@ -370,25 +391,35 @@ func checkName(name string) error {
 
 // makeDirs creates the sandbox's state directory and its writable layers:
 // in the size-limited layer store when there is one, else in the state
-// directory. With a user namespace the sandbox's root (ids.HostID on the
-// host) owns them; the daemon stays able to remove them. It returns the
-// state directory and the directory that holds the writable layers.
+// directory. It returns the state directory and the directory that holds
+// the writable layers. The daemon (host root) owns every directory but the
+// overlays' upper and work directories: with a user namespace those belong
+// to the sandbox's root (ids.HostID on the host), which mounts the
+// overlays, and that is all it owns; the state and layer directories only
+// let it pass (see passableBy). An escaped sandbox process can so neither
+// replace the agent's socket in the state directory nor plant anything
+// beside it, and another sandbox's cannot even reach them.
 func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup) (dir, layer string, err error) {
 	dir = filepath.Join(r.dir, c.Name)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", "", fmt.Errorf("create sandbox directory: %w", err)
 	}
 	cu.Add(func() { os.RemoveAll(dir) })
-	owned := []string{dir}
-	mkdir := func(d string) error {
+	if err := r.passableBy(dir, ids); err != nil {
+		return "", "", err
+	}
+	var owned []string
+	mkdir := func(d string, own bool) error {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err
 		}
-		owned = append(owned, d)
+		if own {
+			owned = append(owned, d)
+		}
 		return nil
 	}
 	for _, d := range []string{"rootfs", "layers"} {
-		if err := mkdir(filepath.Join(dir, d)); err != nil {
+		if err := mkdir(filepath.Join(dir, d), false); err != nil {
 			return "", "", err
 		}
 	}
@@ -398,19 +429,24 @@ func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup) (dir, layer
 			return "", "", fmt.Errorf("create writable layer: %w", err)
 		}
 		cu.Add(func() { r.opts.Layers.Remove(c.Name) })
-		owned = append(owned, layer)
+		if err := r.passableBy(layer, ids); err != nil {
+			return "", "", err
+		}
 	} else if c.DiskBytes > 0 {
 		return "", "", errdefs.New(errdefs.ErrInvalidArgument, "this daemon has no disk quota support; leave the disk limit unset")
 	}
 	for _, d := range []string{"upper", "work"} {
-		if err := mkdir(filepath.Join(layer, d)); err != nil {
+		if err := mkdir(filepath.Join(layer, d), true); err != nil {
 			return "", "", err
 		}
 	}
 	for i := range c.Overlays {
 		od := overlayDir(layer, i)
-		for _, d := range []string{od, od + "/upper", od + "/work"} {
-			if err := mkdir(d); err != nil {
+		if err := os.Mkdir(od, 0o711); err != nil {
+			return "", "", err
+		}
+		for _, d := range []string{od + "/upper", od + "/work"} {
+			if err := mkdir(d, true); err != nil {
 				return "", "", err
 			}
 		}
@@ -423,6 +459,22 @@ func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup) (dir, layer
 		}
 	}
 	return dir, layer, nil
+}
+
+// passableBy makes d, a directory of the daemon's, one that the sandbox's
+// root (with a user namespace) may pass through and nobody else may: init
+// reaches its mount points and writable layers through it, and an escaped
+// process of another sandbox must not reach them (the layers' upper
+// directories are 0755, as the sandbox's / is). Host root owns it, the
+// block's first gid is its group, mode 0710.
+func (r *Runtime) passableBy(d string, ids spec.IDRange) error {
+	if !r.opts.UserNS {
+		return os.Chmod(d, 0o700) // init passes as host root
+	}
+	if err := os.Lchown(d, 0, int(ids.HostID)); err != nil {
+		return fmt.Errorf("hand %s to the sandbox's group: %w", d, err)
+	}
+	return os.Chmod(d, 0o710)
 }
 
 // overlayDir holds the writable layer of the i-th extra overlay.
@@ -587,21 +639,71 @@ func (r *Runtime) forkInit(ids spec.IDRange, files []uintptr) (pid, pidfd int, e
 		Setsid:     true,
 		PidFD:      &pidfd,
 	}
-	if r.opts.UserNS {
-		// The user namespace comes first in the clone, so it owns every
-		// other new namespace; init is its root (ids.HostID outside).
-		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(ids.HostID), Size: int(ids.Size)}}
-		sys.Cloneflags |= unix.CLONE_NEWUSER
-		sys.UidMappings, sys.GidMappings = m, m
-		sys.GidMappingsEnableSetgroups = true
-		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
-	}
 	attr := &syscall.ProcAttr{Env: []string{}, Files: files, Sys: sys}
-	pid, err = syscall.ForkExec(r.exe, []string{"warren", "init"}, attr)
-	if err != nil {
+	if !r.opts.UserNS {
+		if pid, err = syscall.ForkExec(r.exe, []string{"warren", "init"}, attr); err != nil {
+			return 0, -1, fmt.Errorf("start sandbox init: %w", err)
+		}
+		return pid, pidfd, nil
+	}
+	// The user namespace comes first in the clone, so it owns every other
+	// new namespace; init is its root (ids.HostID outside).
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(ids.HostID), Size: int(ids.Size)}}
+	sys.Cloneflags |= unix.CLONE_NEWUSER
+	sys.UidMappings, sys.GidMappings = m, m
+	sys.GidMappingsEnableSetgroups = true
+	sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+	// The kernel charges per-user counters (inotify instances and
+	// watches, message queue bytes, queued signals, processes) in a user
+	// namespace up to its owner in the parent namespace, under the
+	// parent's limits: the user namespace's owner is whoever created it.
+	// Created by the daemon, every sandbox would bear on host root's
+	// counters, and one session could take all of host root's inotify
+	// instances. So the clone is made with the block's first id as the
+	// effective uid and gid, on a thread of its own: credentials are per
+	// thread in Linux, and the thread is never given back (the goroutine
+	// ends locked, so the runtime ends the thread).
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := actAs(ids.HostID); err != nil {
+			done <- fmt.Errorf("take the sandbox's ids to create its user namespace: %w", err)
+			return
+		}
+		var err error
+		pid, err = syscall.ForkExec(r.exe, []string{"warren", "init"}, attr)
+		done <- err
+	}()
+	if err := <-done; err != nil {
 		return 0, -1, fmt.Errorf("start sandbox init: %w", err)
 	}
 	return pid, pidfd, nil
+}
+
+// actAs makes the calling thread's effective uid and gid id, keeping its
+// capabilities: a user namespace it creates is then owned by id, and it can
+// still write that namespace's id maps and create the other namespaces.
+// Raw system calls: Go's Setresuid would change every thread of the daemon.
+// The real and saved ids stay 0, so the permitted capabilities survive the
+// change; only the effective set is cleared, and is raised again.
+func actAs(id uint32) error {
+	keep := ^uintptr(0) // -1: leave as is
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, keep, uintptr(id), keep); e != 0 {
+		return fmt.Errorf("setresgid: %w", e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, keep, uintptr(id), keep); e != 0 {
+		return fmt.Errorf("setresuid: %w", e)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Effective, data[1].Effective = data[0].Permitted, data[1].Permitted
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
 }
 
 // helloError keeps the class of an error the agent answered the hello with
@@ -634,8 +736,8 @@ func socketPath(dir string) (string, *os.File, error) {
 }
 
 // listen binds the agent's socket in the sandbox's directory on the host
-// side: sandboxed code has no path to it. The returned file is the
-// listening descriptor to pass to init.
+// side: sandboxed code has no path to it. The returned file is the bound
+// descriptor to pass to init, which listens on it.
 func listen(dir string) (*os.File, error) {
 	p, d, err := socketPath(dir)
 	if err != nil {
@@ -650,10 +752,7 @@ func listen(dir string) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("bind agent socket: %w", err)
 	}
-	if err := unix.Listen(fd, 8); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
+	// Init makes it listen (see checkPeer).
 	return os.NewFile(uintptr(fd), "agent-listener"), nil
 }
 
@@ -704,7 +803,7 @@ func (sb *Sandbox) watch(pidfd int) error {
 
 func describeWait(ws unix.WaitStatus) string {
 	if ws.Signaled() {
-		return "killed by " + ws.Signal().String()
+		return "killed by " + unix.SignalName(ws.Signal())
 	}
 	return "status " + strconv.Itoa(ws.ExitStatus())
 }
@@ -772,12 +871,50 @@ func (sb *Sandbox) connect(ctx context.Context, h agentproto.Hello) error {
 	if err != nil {
 		return fmt.Errorf("connect to agent: %w", err)
 	}
+	if err := sb.checkPeer(c.(*net.UnixConn)); err != nil {
+		c.Close()
+		return err
+	}
 	sb.conn = agentproto.NewConn(c, nil)
 	if err := sb.hello(ctx, h); err != nil {
 		sb.conn.Close()
 		return err
 	}
 	return nil
+}
+
+// checkPeer makes sure the agent's socket is the one PID 1 listens on:
+// SO_PEERCRED names the process that called listen. A socket planted in its
+// place by anyone but host root (a process of another sandbox that escaped,
+// or of this one with a way out, even as the same uid) is refused before
+// the daemon says a word to it.
+func (sb *Sandbox) checkPeer(c *net.UnixConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return fmt.Errorf("read the agent socket's credentials: %w", cerr)
+	}
+	switch {
+	case int(cred.Pid) == sb.pid && (!sb.rt.opts.UserNS || cred.Uid == sb.ids.HostID):
+		return nil
+	case cred.Uid == 0:
+		// Host root listened: a daemon from before init made the socket
+		// listen, whose sandboxes are adopted across an upgrade. Only host
+		// root can be uid 0 here (a sandbox's root is its block's uid),
+		// and host root is trusted.
+		return nil
+	default:
+		return fmt.Errorf("the agent socket of sandbox %s is not its PID 1's (pid %d uid %d listens, want pid %d): refusing it", sb.name, cred.Pid, cred.Uid, sb.pid)
+	}
 }
 
 func (sb *Sandbox) hello(ctx context.Context, h agentproto.Hello) error {
@@ -930,7 +1067,7 @@ func (sb *Sandbox) removeFiles() []error {
 	if len(errs) == 0 {
 		// Its ids may go to another sandbox only once nothing of it is
 		// left that they could reach.
-		sb.rt.ids.put(sb.ids)
+		sb.rt.ids.put(sb.name, sb.ids)
 	}
 	return errs
 }
@@ -979,18 +1116,15 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 		unix.Close(fd)
 		return nil, err
 	}
-	if err := r.ids.claim(ids); err != nil {
+	if err := r.ids.claim(name, ids); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
 	sb = &Sandbox{name: name, dir: dir, cg: r.cgroups.OpenSession(name), pid: pid, done: make(chan struct{}),
 		ids: ids, rt: r, adopted: parentOf(pid) != os.Getpid()}
 	if err := sb.watch(fd); err != nil {
-		r.ids.put(ids)
+		r.ids.put(name, ids)
 		return nil, err
-	}
-	if n, err := sb.cg.OOMKills(); err == nil {
-		sb.oomSeen = n // only kills from now on are news
 	}
 	// A daemon that died while it copied the sandbox's layers left it
 	// frozen, and a frozen agent cannot answer the hello. A sandbox that
@@ -998,7 +1132,7 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 	sb.Thaw()
 	if err := sb.connect(ctx, agentproto.Hello{}); err != nil {
 		sb.pidfd.Close()
-		r.ids.put(ids)
+		r.ids.put(name, ids)
 		return nil, err
 	}
 	return sb, nil
@@ -1127,8 +1261,14 @@ func (r *Runtime) Remove(name string) error {
 			errs = append(errs, err)
 		}
 	}
+	// Its id block goes back with its state, as removeFiles does.
+	var ids spec.IDRange
+	b, rerr := os.ReadFile(filepath.Join(r.dir, name, idsFile))
 	if err := os.RemoveAll(filepath.Join(r.dir, name)); err != nil {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 && rerr == nil && json.Unmarshal(b, &ids) == nil && ids.Size != 0 {
+		r.ids.put(name, ids)
 	}
 	return errors.Join(errs...)
 }
@@ -1169,20 +1309,6 @@ func (r *Runtime) Leftovers() ([]string, error) {
 	}
 	r.rmu.Unlock()
 	return names, nil
-}
-
-// OOMKills returns the number of OOM kills in the workload not reported yet,
-// and marks them reported.
-func (sb *Sandbox) OOMKills() uint64 {
-	n, err := sb.cg.OOMKills()
-	if err != nil {
-		return 0
-	}
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	d := n - sb.oomSeen
-	sb.oomSeen = n
-	return d
 }
 
 var _ io.Reader = (*agentproto.DataReader)(nil)

@@ -19,7 +19,7 @@ const Version = 1
 const (
 	FDSpec     = 3 // the JSON Sandbox, in a sealed memfd (init and agent)
 	FDStatus   = 4 // pipe to the daemon: init's progress and errors; closed when the agent starts
-	FDListener = 5 // the agent's listening socket, bound on the host side
+	FDListener = 5 // the agent's socket, bound on the host side; init makes it listen
 	FDMounts   = 6 // socket on which init receives idmapped layer mounts (user namespace only)
 	FDCgroup   = 7 // first cgroup descriptor; see Cgroup for the layout
 	// FDExe is the warren binary, open for a dynamically linked agent that
