@@ -129,8 +129,10 @@ type ExecResult struct {
 	// timeout in a builtin loop) and a new one took its place, with the last
 	// known cwd and exported environment; other shell state was lost.
 	ShellRestarted bool `json:"shell_restarted"`
-	// OOMKilled says the kernel's OOM killer ended a process of the command
-	// because the session hit its memory limit.
+	// OOMKilled says the kernel's OOM killer ended a process of the session
+	// while the call ran, because the session hit its memory limit: the
+	// command's own, any process of it (not only the last), or a background
+	// process killed meanwhile. A kill before the call is not reported.
 	OOMKilled bool `json:"oom_killed"`
 }
 
