@@ -156,6 +156,11 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 	cwd, env := a.shell.snapshot()
 	if req.Cwd != "" {
 		cwd = req.Cwd
+		// Checked here so that a missing directory is the caller's
+		// mistake, named, rather than the spawn's ENOENT.
+		if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, "cwd %q is not a directory in the session", cwd)
+		}
 	}
 	env = mergeEnv(env, req.Env)
 	if req.TTY {
@@ -248,6 +253,9 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 		}
 		if isEAGAIN(err) {
 			return nil, errdefs.New(errdefs.ErrResourceExhausted, "%v", err)
+		}
+		if errors.Is(err, unix.E2BIG) {
+			return nil, errdefs.New(errdefs.ErrTooLarge, "%v", err)
 		}
 		return nil, err
 	}
@@ -485,6 +493,12 @@ func (a *Agent) procOp(ctx context.Context, s *agentproto.Stream, op agentproto.
 			return
 		}
 		if err := setSize(p.master, req.Cols, req.Rows); err != nil {
+			// The terminal closes once the process has exited and
+			// its output drained: resizing it then is the caller's
+			// race, not a fault.
+			if errors.Is(err, os.ErrClosed) || !p.info().Running {
+				err = errdefs.New(errdefs.ErrConflict, "process %s has exited; its terminal is gone", p.id)
+			}
 			s.Fail(err)
 			return
 		}

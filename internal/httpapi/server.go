@@ -54,6 +54,9 @@ type Config struct {
 	// Origins are the browser origins besides the daemon's own whose
 	// pages may open the shell WebSocket (cors_origins); nil: none.
 	Origins *edge.Origins
+	// BodyIdleTimeout cuts a request body that sends nothing for this
+	// long (default DefaultBodyIdleTimeout; bodyReader).
+	BodyIdleTimeout time.Duration
 }
 
 // Server is the REST API.
@@ -97,6 +100,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Edge == nil {
 		cfg.Edge = edge.New(edge.Config{Log: cfg.Log})
+	}
+	if cfg.BodyIdleTimeout == 0 {
+		cfg.BodyIdleTimeout = DefaultBodyIdleTimeout
 	}
 	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Log, edge: cfg.Edge, mux: http.NewServeMux()}
 	s.routes = []route{
@@ -198,6 +204,9 @@ func (s *Server) routed() http.Handler {
 				s.writeError(w, r, errdefs.New(errdefs.ErrInternal, "internal error"))
 			}
 		}()
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = newBodyReader(w, r, s.cfg.BodyIdleTimeout)
+		}
 		_, pattern := s.mux.Handler(r)
 		edge.SetRoute(r.Context(), pattern)
 		switch {
@@ -265,8 +274,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		Cwd:         req.Cwd,
 		Limits:      toLimits(req.Limits),
 		Network:     req.Network,
-		IdleTTL:     time.Duration(req.TTLSeconds) * time.Second,
-		MaxLifetime: time.Duration(req.MaxLifetimeSeconds) * time.Second,
+		IdleTTL:     wire.Seconds(req.TTLSeconds),
+		MaxLifetime: wire.Seconds(req.MaxLifetimeSeconds),
 		Labels:      req.Labels,
 		User:        req.User,
 

@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// DefaultBodyIdleTimeout is how long a request body may send nothing
+// before the daemon gives up on it.
+const DefaultBodyIdleTimeout = time.Minute
+
+// bodyReader is a request body as the handlers read it.
+//
+// A body has no overall deadline (an 8 GiB image upload may take as long
+// as it takes, and http.Server's ReadTimeout would cut it), but each read
+// has one: the connection's read deadline moves idle ahead before every
+// read, so a client that sends its headers and then nothing, or stalls in
+// the middle, is cut after idle instead of holding a connection and a
+// handler for ever. Once the body ends the deadline is cleared, so the
+// server's own watch for the client hanging up is not cut short.
+//
+// A body that ends before its Content-Length (or its chunked framing) is
+// the client's mistake, invalid_argument, like a stalled one; neither is
+// a server fault, and the class survives the layers that wrap the error.
+type bodyReader struct {
+	rc   io.ReadCloser
+	ctl  *http.ResponseController
+	idle time.Duration
+	done bool
+}
+
+func newBodyReader(w http.ResponseWriter, r *http.Request, idle time.Duration) *bodyReader {
+	return &bodyReader{rc: r.Body, ctl: http.NewResponseController(w), idle: idle}
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	if b.done {
+		return b.rc.Read(p)
+	}
+	// An error means the connection cannot take deadlines (a test's
+	// recorder): the body is then read without one.
+	b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+	n, err := b.rc.Read(p)
+	if err == nil {
+		return n, nil
+	}
+	b.done = true
+	b.ctl.SetReadDeadline(time.Time{})
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = errdefs.New(errdefs.ErrInvalidArgument, "the request body ended early: %w", err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = errdefs.New(errdefs.ErrInvalidArgument, "the request body stalled: no data for %v (%w)", b.idle, err)
+	}
+	return n, err
+}
+
+func (b *bodyReader) Close() error { return b.rc.Close() }
