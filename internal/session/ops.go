@@ -184,7 +184,9 @@ func (m *Manager) withSandbox(ctx context.Context, tenant, id string, f func(sb 
 	}
 	defer done()
 	if err := f(e.sb); err != nil {
-		if errdefs.ClassOf(err) == errdefs.ErrUnavailable {
+		// An unclassified error (the agent connection closing under
+		// the call) may be the session going away: say so.
+		if errdefs.ClassOf(err) == errdefs.ErrUnavailable || !errdefs.Classified(err) {
 			return m.sandboxErr(e, id, err)
 		}
 		return err
