@@ -256,12 +256,29 @@ func TestResizeExitedTTY(t *testing.T) {
 	wantError(t, "resize of an exited terminal", as(t, h, bearer(h.AdminKey), "POST", base+"/"+p.ID+"/resize", `{"cols":100,"rows":40}`), 409, "conflict")
 }
 
-// TestTransportErrorsEnveloped: what net/http answers before a handler
-// runs comes in the error envelope where it lets us.
+// TestTransportErrorsEnveloped: what net/http answers on its own, before
+// any handler runs, comes in the error envelope with net/http's status
+// (edge.Listener), and a normal call on a fresh connection still works.
 func TestTransportErrorsEnveloped(t *testing.T) {
 	h := daemontest.Start(t, nil)
-	r := rawReply(t, h, "POST /v1/sessions HTTP/1.1\r\nTransfer-Encoding: gzip, chunked", "0\r\n\r\n", 10*time.Second)
-	wantError(t, "an unsupported Transfer-Encoding", r, 501, "")
-	r = rawReply(t, h, "GET /v1/sessions HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2", "", 10*time.Second)
-	wantError(t, "two Content-Lengths", r, 400, "invalid_argument")
+	for _, tc := range []struct {
+		what, head string
+		status     int
+		code       string
+	}{
+		{"an unsupported Transfer-Encoding", "POST /v1/sessions HTTP/1.1\r\nTransfer-Encoding: gzip, chunked", 501, "invalid_argument"},
+		{"two Content-Lengths", "POST /v1/sessions HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2", 400, "invalid_argument"},
+		{"a malformed request line", "GET\x01 / HTTP/1.1", 400, "invalid_argument"},
+		{"a malformed header", "GET /v1/sessions HTTP/1.1\r\nNo Colon Here", 400, "invalid_argument"},
+		{"headers over the limit", "GET /v1/sessions HTTP/1.1\r\nX-Big: " + strings.Repeat("a", 1<<20+8<<10), 431, "too_large"},
+	} {
+		r := rawReply(t, h, tc.head, "", 10*time.Second)
+		wantError(t, tc.what, r, tc.status, tc.code)
+		if ct := r.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s: Content-Type %q", tc.what, ct)
+		}
+	}
+	if _, err := h.Client.ListSessions(t.Context()); err != nil {
+		t.Errorf("the daemon after the malformed requests: %v", err)
+	}
 }

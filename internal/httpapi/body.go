@@ -18,8 +18,8 @@ const DefaultBodyIdleTimeout = time.Minute
 //
 // A body has no overall deadline (an 8 GiB image upload may take as long
 // as it takes, and http.Server's ReadTimeout would cut it), but each read
-// has one: the connection's read deadline moves idle ahead before every
-// read, so a client that sends its headers and then nothing, or stalls in
+// has one: the connection's read deadline is idle ahead when the handler
+// starts and moves idle ahead before every read, so a client that sends its headers and then nothing, or stalls in
 // the middle, is cut after idle instead of holding a connection and a
 // handler for ever. Once the body ends the deadline is cleared, so the
 // server's own watch for the client hanging up is not cut short.
@@ -34,23 +34,36 @@ type bodyReader struct {
 	done bool
 }
 
+// newBodyReader starts the idle clock at once: a handler that answers
+// without reading the body (a refusal, an unknown route) still has
+// net/http read what is left of it before the answer goes out, and that
+// read must not wait for ever either.
 func newBodyReader(w http.ResponseWriter, r *http.Request, idle time.Duration) *bodyReader {
-	return &bodyReader{rc: r.Body, ctl: http.NewResponseController(w), idle: idle}
+	b := &bodyReader{rc: r.Body, ctl: http.NewResponseController(w), idle: idle}
+	// An error means the connection cannot take deadlines (a test's
+	// recorder): the body is then read without one.
+	b.ctl.SetReadDeadline(time.Now().Add(idle))
+	return b
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	if b.done {
 		return b.rc.Read(p)
 	}
-	// An error means the connection cannot take deadlines (a test's
-	// recorder): the body is then read without one.
 	b.ctl.SetReadDeadline(time.Now().Add(b.idle))
 	n, err := b.rc.Read(p)
 	if err == nil {
 		return n, nil
 	}
 	b.done = true
-	b.ctl.SetReadDeadline(time.Time{})
+	if err == io.EOF {
+		b.ctl.SetReadDeadline(time.Time{})
+		return n, err
+	}
+	// The deadline stays in the past: net/http's discarding of what is
+	// left of a broken body fails at once and closes the connection
+	// after the answer, instead of waiting for bytes that never come.
+	b.ctl.SetReadDeadline(time.Now())
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		err = errdefs.New(errdefs.ErrInvalidArgument, "the request body ended early: %w", err)
