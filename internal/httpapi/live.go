@@ -301,6 +301,20 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	e := newSSE(w)
 	e.retry = sseRetry
+	if follow && !resumed {
+		// A followed process may stay silent for hours: the stream
+		// starts now, once the process is known, so the client is not
+		// left without even an answer's headers. (A resumed stream
+		// checked the process above.)
+		if _, err := s.m.GetProcess(ctx, tn, id, pid); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if follow {
+		e.start()
+		http.NewResponseController(w).Flush()
+	}
 	pos := offset // the offset after what was sent: the ids' value
 	_, err := s.m.ProcessOutput(ctx, tn, id, pid, offset, follow, func(ev session.OutputEvent) error {
 		switch ev.Kind {
