@@ -126,6 +126,8 @@ type fuzzer struct {
 	rng *rand.Rand
 	h   *daemontest.Harness
 
+	deleting bool // the request being made is a DELETE
+
 	mu        sync.Mutex // guards session and proc
 	session   string     // a live session the requests may hit
 	proc      string     // a process in it
@@ -156,7 +158,9 @@ func (f *fuzzer) pathValue(name string) string {
 	f.mu.Unlock()
 	r := f.rng.IntN(10)
 	switch {
-	case name == "id" && r < 6:
+	case name == "id" && r < 6 && (!f.deleting || f.rng.IntN(4) == 0):
+		// Deleting the live session is tried, but seldom: the
+		// other operations need it.
 		return sess
 	case name == "pid" && r < 5:
 		return proc
@@ -368,6 +372,7 @@ func (f *fuzzer) randomBytes(max int) []byte {
 // request makes one hostile request for op.
 func (f *fuzzer) request(ctx context.Context, op *oaOp) (*http.Request, string) {
 	path := op.path
+	f.deleting = op.method == "DELETE"
 	q := url.Values{}
 	for _, p := range op.Parameters {
 		switch p.In {
@@ -403,37 +408,42 @@ func (f *fuzzer) request(ctx context.Context, op *oaOp) (*http.Request, string) 
 	return f.h.Authorize(req), fmt.Sprintf("%s %s (%s, %d bytes) %q", op.method, path, ct, len(body), shown)
 }
 
-// check sends req and says what is wrong with the answer, if anything.
-func (f *fuzzer) check(client *http.Client, req *http.Request) string {
+// check sends req and says what is wrong with the answer, if anything,
+// and the answer's status (0 for none).
+// A success may be an endless stream: cancel ends the request once a
+// second of it was read.
+func (f *fuzzer) check(client *http.Client, req *http.Request, cancel func()) (string, int) {
 	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timeout") {
-			return fmt.Sprintf("no answer within %v: %v", fuzzHang, err)
+			return fmt.Sprintf("no answer within %v: %v", fuzzHang, err), 0
 		}
-		return fmt.Sprintf("no answer: %v", err)
+		return fmt.Sprintf("no answer: %v", err), 0
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 400 {
-		// A success may be a stream (server-sent events, a download of
-		// /dev/zero): a little of it is enough.
+		// A success may be a stream (server-sent events, a followed
+		// process, a download of /dev/zero): a little of it is enough.
+		stop := time.AfterFunc(time.Second, cancel)
 		io.CopyN(io.Discard, resp.Body, 64<<10)
-		return ""
+		stop.Stop()
+		return "", resp.StatusCode
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Sprintf("%d: reading the error: %v", resp.StatusCode, err)
+		return fmt.Sprintf("%d: reading the error: %v", resp.StatusCode, err), resp.StatusCode
 	}
 	var e api.Error
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		return fmt.Sprintf("%d with Content-Type %q: %.200q", resp.StatusCode, ct, b)
+		return fmt.Sprintf("%d with Content-Type %q: %.200q", resp.StatusCode, ct, b), resp.StatusCode
 	}
 	if err := json.Unmarshal(b, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
-		return fmt.Sprintf("%d without the error envelope: %.200q", resp.StatusCode, b)
+		return fmt.Sprintf("%d without the error envelope: %.200q", resp.StatusCode, b), resp.StatusCode
 	}
 	if resp.StatusCode >= 500 {
-		return fmt.Sprintf("%d %s: %s", resp.StatusCode, e.Error.Code, e.Error.Message)
+		return fmt.Sprintf("%d %s: %s", resp.StatusCode, e.Error.Code, e.Error.Message), resp.StatusCode
 	}
-	return ""
+	return "", resp.StatusCode
 }
 
 // ensureSession makes sure the fuzzer has a live session with a process
@@ -501,6 +511,7 @@ func TestFuzzAPI(t *testing.T) {
 		failures []string
 		sent     int
 		perOp    = map[string]int{}
+		statuses = map[int]int{}
 	)
 	base := &fuzzer{doc: doc, h: h}
 	base.ensureSession(t)
@@ -524,11 +535,12 @@ func TestFuzzAPI(t *testing.T) {
 					cancel()
 					continue
 				}
-				problem := f.check(client, req)
+				problem, status := f.check(client, req, cancel)
 				cancel()
 				mu.Lock()
 				sent++
 				perOp[op.OperationID]++
+				statuses[status]++
 				if problem != "" && len(failures) < 20 {
 					failures = append(failures, fmt.Sprintf("worker %d, request %d: %s\n\t%s", w, i, problem, what))
 				}
@@ -545,7 +557,7 @@ func TestFuzzAPI(t *testing.T) {
 			t.Errorf("operation %s (%s %s) was never tried", op.OperationID, op.method, op.path)
 		}
 	}
-	t.Logf("%d requests over %d operations; the fuzzer's session was made %d times", sent, len(ops), base.recreated)
+	t.Logf("%d requests over %d operations, answered %v; the fuzzer's session was made %d times", sent, len(ops), statuses, base.recreated)
 	for _, f := range failures {
 		t.Errorf("seed %d: %s", seed, f)
 	}
