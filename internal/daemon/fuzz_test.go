@@ -35,8 +35,10 @@ const (
 	fuzzDefaultDuration = 6 * time.Second
 	fuzzWorkers         = 2
 	// fuzzHang is how long the daemon may take to begin its answer to
-	// one request before the run calls it a hang.
-	fuzzHang = 20 * time.Second
+	// one request before the run calls it a hang. The longest bounded
+	// wait is a stdin write to a process that does not read: up to 10 s
+	// for the turn behind another such write, and 10 s for its own.
+	fuzzHang = 30 * time.Second
 )
 
 // oaSchema, oaParam and oaOp are the parts of api/openapi.yaml the fuzzer
@@ -463,7 +465,7 @@ func (f *fuzzer) ensureSession(t *testing.T) {
 	}
 	f.session = s.ID
 	f.recreated++
-	r := as(t, f.h, bearer(f.h.AdminKey), "POST", "/v1/sessions/"+s.ID+"/processes", `{"command":"sleep 600","stdin":true}`)
+	r := as(t, f.h, bearer(f.h.AdminKey), "POST", "/v1/sessions/"+s.ID+"/processes", `{"command":"cat >/dev/null","stdin":true}`)
 	var p api.Process
 	if json.Unmarshal(r.body, &p) != nil || p.ID == "" {
 		t.Errorf("start the fuzzer's process: %d %s", r.status, r.body)
@@ -512,6 +514,10 @@ func TestFuzzAPI(t *testing.T) {
 		sent     int
 		perOp    = map[string]int{}
 		statuses = map[int]int{}
+		// The slowest request, for the log: the run's length is the
+		// sum of such.
+		slowest     time.Duration
+		slowestWhat string
 	)
 	base := &fuzzer{doc: doc, h: h}
 	base.ensureSession(t)
@@ -535,12 +541,17 @@ func TestFuzzAPI(t *testing.T) {
 					cancel()
 					continue
 				}
+				began := time.Now()
 				problem, status := f.check(client, req, cancel)
+				took := time.Since(began)
 				cancel()
 				mu.Lock()
 				sent++
 				perOp[op.OperationID]++
 				statuses[status]++
+				if took > slowest {
+					slowest, slowestWhat = took, what
+				}
 				if problem != "" && len(failures) < 20 {
 					failures = append(failures, fmt.Sprintf("worker %d, request %d: %s\n\t%s", w, i, problem, what))
 				}
@@ -558,6 +569,7 @@ func TestFuzzAPI(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests over %d operations, answered %v; the fuzzer's session was made %d times", sent, len(ops), statuses, base.recreated)
+	t.Logf("the slowest request took %v: %.300s", slowest, slowestWhat)
 	for _, f := range failures {
 		t.Errorf("seed %d: %s", seed, f)
 	}
