@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -280,5 +281,37 @@ func TestTransportErrorsEnveloped(t *testing.T) {
 	}
 	if _, err := h.Client.ListSessions(t.Context()); err != nil {
 		t.Errorf("the daemon after the malformed requests: %v", err)
+	}
+}
+
+// TestFollowSilentProcess: following a process that prints nothing
+// answers at once (the headers come before the first byte), for the event
+// stream and the raw bytes alike.
+func TestFollowSilentProcess(t *testing.T) {
+	h := daemontest.Start(t, nil)
+	s, err := h.Client.CreateSession(t.Context(), &api.CreateSessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "/v1/sessions/" + s.ID + "/processes"
+	r := as(t, h, bearer(h.AdminKey), "POST", base, `{"command":"sleep 600"}`)
+	var p api.Process
+	if json.Unmarshal(r.body, &p) != nil || p.ID == "" {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	for _, accept := range []string{"text/event-stream", "application/octet-stream"} {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", h.URL+base+"/"+p.ID+"/output?follow=true", nil)
+		req.Header.Set("Accept", accept)
+		resp, err := h.Do(req)
+		if err != nil {
+			t.Errorf("follow with Accept %s: no answer: %v", accept, err)
+		} else {
+			if resp.StatusCode != 200 {
+				t.Errorf("follow with Accept %s: %d", accept, resp.StatusCode)
+			}
+			resp.Body.Close()
+		}
+		cancel()
 	}
 }
