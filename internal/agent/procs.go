@@ -44,8 +44,8 @@ type proc struct {
 	// stdinTurn serializes writes to stdin (a token, taken to write):
 	// a channel, not a mutex, so that waiting for the turn is bounded.
 	stdinTurn chan struct{}
-	stdin   *os.File   // nil when the process has no stdin
-	master  *os.File   // the terminal's master side, for TTY processes
+	stdin     *os.File // nil when the process has no stdin
+	master    *os.File // the terminal's master side, for TTY processes
 
 	mu     sync.Mutex // guards the fields below
 	exited bool
