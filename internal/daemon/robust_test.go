@@ -1,7 +1,9 @@
 package daemon_test
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -153,8 +155,16 @@ func TestEarlyEndingBodies(t *testing.T) {
 		{"file upload", "PUT " + base + "/files?path=/tmp/f HTTP/1.1"},
 		{"archive upload", "PUT " + base + "/archive?path=/tmp HTTP/1.1\r\nContent-Type: application/x-tar"},
 		{"stdin", "POST " + base + "/processes/" + p.ID + "/stdin HTTP/1.1"},
+		{"image import", "POST /v1/images?name=cut HTTP/1.1\r\nContent-Type: application/x-tar"},
+		{"snapshot import", "PUT /v1/snapshots/cut/import HTTP/1.1\r\nContent-Type: application/x-tar"},
 	} {
-		r := rawReply(t, h, tc.head+"\r\nContent-Length: 100000", strings.Repeat("x", 1000), 10*time.Second)
+		// The start of a good tar (a file's header and some of its
+		// bytes), which is also fine as a file's or stdin's start.
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Name: "f", Mode: 0o644, Size: 50000})
+		tw.Write(bytes.Repeat([]byte("x"), 1000))
+		r := rawReply(t, h, tc.head+"\r\nContent-Length: 100000", buf.String()[:1512], 10*time.Second)
 		wantError(t, tc.what+" that ends early", r, 400, "invalid_argument")
 	}
 }
