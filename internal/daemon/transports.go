@@ -38,7 +38,8 @@ func (d *Daemon) mountTransports() error {
 	if err := mcpapi.Mount(mux, d.edge, d.manager, mcpapi.MountOptions{Version: Version, Log: d.log, AllowedHosts: d.cfg.MCPHosts()}); err != nil {
 		return err
 	}
-	// Browsers of cors_origins, on every transport.
-	d.handler = d.edge.Observe(edge.CORS(d.origins, grpcapi.Unrouted(mux)))
+	// Browsers of cors_origins, on every transport; request bodies
+	// that stall are cut (edge.IdleBodies).
+	d.handler = d.edge.Observe(edge.CORS(d.origins, edge.IdleBodies(edge.DefaultBodyIdleTimeout, grpcapi.Unrouted(mux))))
 	return nil
 }

@@ -55,7 +55,8 @@ type Config struct {
 	// pages may open the shell WebSocket (cors_origins); nil: none.
 	Origins *edge.Origins
 	// BodyIdleTimeout cuts a request body that sends nothing for this
-	// long (default DefaultBodyIdleTimeout; bodyReader).
+	// long in Handler (default edge.DefaultBodyIdleTimeout); the daemon
+	// applies edge.IdleBodies to every transport itself.
 	BodyIdleTimeout time.Duration
 }
 
@@ -100,9 +101,6 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Edge == nil {
 		cfg.Edge = edge.New(edge.Config{Log: cfg.Log})
-	}
-	if cfg.BodyIdleTimeout == 0 {
-		cfg.BodyIdleTimeout = DefaultBodyIdleTimeout
 	}
 	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Log, edge: cfg.Edge, mux: http.NewServeMux()}
 	s.routes = []route{
@@ -186,7 +184,9 @@ func (s *Server) Mount(mux *http.ServeMux) { mux.Handle("/", s.routed()) }
 // Handler is the API on its own behind the edge's request ids and access
 // log (tests, embedding); the daemon mounts it beside the other transports
 // with Mount instead.
-func (s *Server) Handler() http.Handler { return s.edge.Observe(s.routed()) }
+func (s *Server) Handler() http.Handler {
+	return s.edge.Observe(edge.IdleBodies(s.cfg.BodyIdleTimeout, s.routed()))
+}
 
 // routed is the API with its middleware: panics become 500 envelopes,
 // unknown paths and wrong methods get the envelope too, and every route
@@ -204,9 +204,6 @@ func (s *Server) routed() http.Handler {
 				s.writeError(w, r, errdefs.New(errdefs.ErrInternal, "internal error"))
 			}
 		}()
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = newBodyReader(w, r, s.cfg.BodyIdleTimeout)
-		}
 		_, pattern := s.mux.Handler(r)
 		edge.SetRoute(r.Context(), pattern)
 		switch {

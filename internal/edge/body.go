@@ -1,10 +1,11 @@
-package httpapi
+package edge
 
 import (
 	"errors"
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -13,6 +14,24 @@ import (
 // DefaultBodyIdleTimeout is how long a request body may send nothing
 // before the daemon gives up on it.
 const DefaultBodyIdleTimeout = time.Minute
+
+// IdleBodies reads every request body of next under an idle deadline
+// (bodyReader): REST's, MCP's and Connect's unary calls'. Streaming RPCs
+// (gRPC, gRPC-Web, Connect streams: content types application/grpc* and
+// application/connect+*) are left alone: a client stream that says nothing
+// for a while (an interactive stdin) is not a stalled body.
+func IdleBodies(idle time.Duration, next http.Handler) http.Handler {
+	if idle <= 0 {
+		idle = DefaultBodyIdleTimeout
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		if r.Body != nil && r.Body != http.NoBody && !strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/connect+") {
+			r.Body = newBodyReader(w, r, idle)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // bodyReader is a request body as the handlers read it.
 //
