@@ -105,6 +105,13 @@ func TestOutOfRangeValues(t *testing.T) {
 	if _, err := xc.Exec(t.Context(), xreq); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "timeout_ms") {
 		t.Errorf("Connect exec with a huge timeout_ms: %v; want invalid_argument naming timeout_ms", err)
 	}
+	cs := mcpConnect(t, h, h.AdminKey)
+	if txt := callErr(t, cs, "create_session", map[string]any{"ttl_seconds": int64(18446744074)}, "invalid_argument"); !strings.Contains(txt, "ttl_seconds") {
+		t.Errorf("MCP create_session with ttl_seconds 18446744074: %q does not name ttl_seconds", txt)
+	}
+	if txt := callErr(t, cs, "exec", map[string]any{"session_id": s.ID, "command": "true", "timeout_ms": int64(18446744073710)}, "invalid_argument"); !strings.Contains(txt, "timeout_ms") {
+		t.Errorf("MCP exec with a huge timeout_ms: %q does not name timeout_ms", txt)
+	}
 	// The session was not reaped meanwhile.
 	if _, err := h.Client.GetSession(t.Context(), s.ID); err != nil {
 		t.Errorf("session after the refusals: %v", err)
