@@ -27,6 +27,9 @@ import (
 // to an HTTPS server" answer (TLS only; the daemon serves cleartext), and
 // HTTP/2 protocol errors, which are frames (GOAWAY, RST_STREAM), not
 // answers with a body.
+//
+// ln must be a cleartext listener: net/http finds TLS connections by their
+// type (*tls.Conn), which the wrapper would hide.
 func Listener(ln net.Listener) net.Listener { return envelopeListener{ln} }
 
 type envelopeListener struct{ net.Listener }
