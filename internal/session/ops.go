@@ -41,7 +41,7 @@ func checkSizes(command string, argv []string, commandIsArg bool) error {
 		total += len(a) + 1
 	}
 	if total > MaxCommandBytes {
-		return errdefs.New(errdefs.ErrTooLarge, "the command is %d bytes; at most %d (MaxCommandBytes) are allowed", total, MaxCommandBytes)
+		return errdefs.New(errdefs.ErrTooLarge, "the command (or argv in all) is %d bytes; at most %d are allowed", total, MaxCommandBytes)
 	}
 	if commandIsArg && len(command) > MaxArgBytes {
 		return errdefs.New(errdefs.ErrTooLarge, "a process's command runs as one argument of sh -c, and is %d bytes; at most %d are allowed (the kernel's MAX_ARG_STRLEN; exec takes commands of up to %d)", len(command), MaxArgBytes, MaxCommandBytes)
