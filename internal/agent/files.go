@@ -749,6 +749,10 @@ func (a *Agent) tarPut(ctx context.Context, s *agentproto.Stream, p string, max 
 			if cr.err != nil {
 				return cr.n, cr.err
 			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				// The upload ended cleanly, the tar inside it did not.
+				return cr.n, errdefs.New(errdefs.ErrInvalidArgument, "tar entry %q is cut short: the archive ends inside it", hdr.Name)
+			}
 			return cr.n, fmt.Errorf("extract %s: %w", hdr.Name, err)
 		}
 		if hdr.Typeflag == tar.TypeDir {

@@ -41,9 +41,11 @@ type proc struct {
 	started time.Time
 	log     *outLog
 
-	stdinMu sync.Mutex // serializes writes to stdin
-	stdin   *os.File   // nil when the process has no stdin
-	master  *os.File   // the terminal's master side, for TTY processes
+	// stdinTurn serializes writes to stdin (a token, taken to write):
+	// a channel, not a mutex, so that waiting for the turn is bounded.
+	stdinTurn chan struct{}
+	stdin     *os.File // nil when the process has no stdin
+	master    *os.File // the terminal's master side, for TTY processes
 
 	mu     sync.Mutex // guards the fields below
 	exited bool
@@ -156,6 +158,11 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 	cwd, env := a.shell.snapshot()
 	if req.Cwd != "" {
 		cwd = req.Cwd
+		// Checked here so that a missing directory is the caller's
+		// mistake, named, rather than the spawn's ENOENT.
+		if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+			return nil, errdefs.New(errdefs.ErrInvalidArgument, "cwd %q is not a directory in the session", cwd)
+		}
 	}
 	env = mergeEnv(env, req.Env)
 	if req.TTY {
@@ -174,7 +181,8 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 		}
 		argv = append([]string{path}, req.Argv[1:]...)
 	}
-	p := &proc{id: id, command: req.Command, argv: req.Argv, tty: req.TTY, log: newOutLog(procLogBytes), done: make(chan struct{})}
+	p := &proc{id: id, command: req.Command, argv: req.Argv, tty: req.TTY, log: newOutLog(procLogBytes), done: make(chan struct{}),
+		stdinTurn: make(chan struct{}, 1)}
 	if req.Login {
 		p.command = argv[0] + " -l"
 	}
@@ -248,6 +256,9 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 		}
 		if isEAGAIN(err) {
 			return nil, errdefs.New(errdefs.ErrResourceExhausted, "%v", err)
+		}
+		if errors.Is(err, unix.E2BIG) {
+			return nil, errdefs.New(errdefs.ErrTooLarge, "%v", err)
 		}
 		return nil, err
 	}
@@ -394,8 +405,20 @@ func (p *proc) writeStdin(ctx context.Context, s *agentproto.Stream, eof bool) (
 	if p.stdin == nil {
 		return 0, errdefs.New(errdefs.ErrInvalidArgument, "process %s has no stdin; start it with stdin or tty", p.id)
 	}
-	p.stdinMu.Lock()
-	defer p.stdinMu.Unlock()
+	// Behind a write that is waiting for a process that does not read,
+	// the wait for the turn is bounded like the write itself, or a
+	// queue of callers would wait a stall each.
+	turn := time.NewTimer(stdinStall)
+	select {
+	case p.stdinTurn <- struct{}{}:
+		turn.Stop()
+	case <-turn.C:
+		return 0, errdefs.New(errdefs.ErrConflict, "another write to the stdin of process %s has waited %v for the process to read; try again later", p.id, stdinStall)
+	case <-ctx.Done():
+		turn.Stop()
+		return 0, ctx.Err()
+	}
+	defer func() { <-p.stdinTurn }()
 	// A process that stopped reading (a full terminal input queue or
 	// pipe) would hold this call, and every later one, for good: each
 	// write gets stdinStall to make progress, and a caller that leaves
@@ -421,8 +444,16 @@ func (p *proc) writeStdin(ctx context.Context, s *agentproto.Stream, eof bool) (
 		} else {
 			err = p.stdin.Close()
 		}
+		// A second EOF, or one after the process ended: the caller's
+		// race with its own earlier call or the process, not a fault.
+		if errors.Is(err, os.ErrClosed) {
+			return n, errdefs.New(errdefs.ErrConflict, "the stdin of process %s is already closed", p.id)
+		}
+		if err != nil {
+			return n, errdefs.New(errdefs.ErrConflict, "close the stdin of process %s: %v", p.id, err)
+		}
 	}
-	return n, err
+	return n, nil
 }
 
 // kill ends the process and its group, and what it started since.
@@ -485,6 +516,12 @@ func (a *Agent) procOp(ctx context.Context, s *agentproto.Stream, op agentproto.
 			return
 		}
 		if err := setSize(p.master, req.Cols, req.Rows); err != nil {
+			// The terminal closes once the process has exited and
+			// its output drained: resizing it then is the caller's
+			// race, not a fault.
+			if errors.Is(err, os.ErrClosed) || !p.info().Running {
+				err = errdefs.New(errdefs.ErrConflict, "process %s has exited; its terminal is gone", p.id)
+			}
 			s.Fail(err)
 			return
 		}

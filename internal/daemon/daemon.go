@@ -314,7 +314,8 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("profiler: %w", err), d.Shutdown())
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- d.srv.Serve(d.ln) }()
+	// edge.Listener: net/http's own error answers in the envelope.
+	go func() { errc <- d.srv.Serve(edge.Listener(d.ln)) }()
 	d.log.Info("warren is serving", "addr", "http://"+d.ln.Addr().String(), "data_dir", d.cfg.DataDir, "cgroup", fmt.Sprintf("v%d", d.cgroups.Version()), "version", Version)
 	var serveErr error
 	select {

@@ -39,9 +39,10 @@ func (d *Daemon) mountTransports() error {
 	if err := mcpapi.Mount(mux, d.edge, d.manager, mcpapi.MountOptions{Version: Version, Log: d.log, AllowedHosts: d.cfg.MCPHosts()}); err != nil {
 		return err
 	}
-	// Browsers of cors_origins, on every transport.
 	// Preview hosts ({port}-{session}.preview_domain) go to the sessions'
 	// ports before anything else: their paths are the servers' inside.
-	d.handler = d.edge.Observe(d.api.Preview(edge.CORS(d.origins, grpcapi.Unrouted(mux))))
+	// Then browsers of cors_origins, on every transport; request bodies
+	// that stall are cut (edge.IdleBodies).
+	d.handler = d.edge.Observe(d.api.Preview(edge.CORS(d.origins, edge.IdleBodies(edge.DefaultBodyIdleTimeout, grpcapi.Unrouted(mux)))))
 	return nil
 }

@@ -50,7 +50,8 @@ func StatusOf(c *errdefs.Class) int {
 // failed), for the audit record; StatusOf's inverse where it has one.
 func classOfStatus(status int) *errdefs.Class {
 	switch status {
-	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType, http.StatusNotAcceptable:
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType, http.StatusNotAcceptable,
+		http.StatusNotImplemented: // net/http's answer to a Transfer-Encoding it does not implement
 		return errdefs.ErrInvalidArgument
 	case http.StatusUnauthorized:
 		return errdefs.ErrUnauthenticated
@@ -60,7 +61,7 @@ func classOfStatus(status int) *errdefs.Class {
 		return errdefs.ErrNotFound
 	case http.StatusConflict, http.StatusPreconditionFailed:
 		return errdefs.ErrConflict
-	case http.StatusRequestEntityTooLarge:
+	case http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge:
 		return errdefs.ErrTooLarge
 	case http.StatusTooManyRequests:
 		return errdefs.ErrResourceExhausted

@@ -73,11 +73,8 @@ func toExecRequest(m execMessage, stdin []byte) *session.ExecRequest {
 		Stdin:     stdin,
 		Env:       m.GetEnv(),
 		Cwd:       m.GetCwd(),
-		Timeout:   time.Duration(m.GetTimeoutMs()) * time.Millisecond,
+		Timeout:   wire.Millis(m.GetTimeoutMs()),
 		MaxOutput: m.GetMaxOutputBytes(),
-	}
-	if m.GetTimeoutMs() < 0 {
-		out.Timeout = -1
 	}
 	return out
 }

@@ -2,12 +2,12 @@ package grpcapi
 
 import (
 	"context"
-	"time"
 
 	"connectrpc.com/connect"
 
 	warrenv1 "github.com/warrenhq/warren/api/gen/warren/v1"
 	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/wire"
 )
 
 // sessions serves warren.v1.SessionService.
@@ -22,8 +22,8 @@ func (h sessions) CreateSession(ctx context.Context, req *connect.Request[warren
 		Cwd:         m.GetCwd(),
 		Limits:      toLimits(m.GetLimits()),
 		Network:     m.GetNetwork(),
-		IdleTTL:     time.Duration(m.GetTtlSeconds()) * time.Second,
-		MaxLifetime: time.Duration(m.GetMaxLifetimeSeconds()) * time.Second,
+		IdleTTL:     wire.Seconds(m.GetTtlSeconds()),
+		MaxLifetime: wire.Seconds(m.GetMaxLifetimeSeconds()),
 		Labels:      m.GetLabels(),
 		User:        m.GetUser(),
 	})

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -20,17 +21,33 @@ func writeJSON(w http.ResponseWriter, status int, v any) { edge.WriteJSON(w, sta
 
 // decodeJSON reads one JSON object into v: unknown fields and trailing data
 // are errors, an empty body is the empty object when allowEmpty.
+//
+// The whole body is read before any of it is decoded: a complete object
+// followed by a body that ends early (a client or proxy that died in
+// the middle) or by more data is refused, never acted on.
 func decodeJSON(r *http.Request, v any, limit int64, allowEmpty bool) error {
-	body := http.MaxBytesReader(nil, r.Body, limit)
-	dec := json.NewDecoder(body)
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) || errdefs.Classified(err) {
+			return err
+		}
+		return errdefs.New(errdefs.ErrInvalidArgument, "reading the request body: %w", err)
+	}
+	return decodeJSONBytes(b, v, allowEmpty)
+}
+
+// decodeJSONBytes is decodeJSON's decoding of a body already read.
+func decodeJSONBytes(b []byte, v any, allowEmpty bool) error {
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] != '{' {
+		return errdefs.New(errdefs.ErrInvalidArgument, "the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
 		switch {
-		case errors.As(err, &mbe):
-			return err
 		case errors.Is(err, io.EOF) && allowEmpty:
 			return nil
 		case errors.Is(err, io.EOF):
@@ -45,17 +62,11 @@ func decodeJSON(r *http.Request, v any, limit int64, allowEmpty bool) error {
 			return errdefs.New(errdefs.ErrInvalidArgument, "invalid JSON body: %v", err)
 		}
 	}
-	if dec.More() {
-		return errdefs.New(errdefs.ErrInvalidArgument, "the request body must hold exactly one JSON object")
-	}
-	var extra [1]byte
-	if n, _ := dec.Buffered().Read(extra[:]); n > 0 && !isSpace(extra[0]) {
-		return errdefs.New(errdefs.ErrInvalidArgument, "unexpected data after the JSON object")
+	if rest := bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return errdefs.New(errdefs.ErrInvalidArgument, "the request body must hold exactly one JSON object; %d bytes follow it", len(rest))
 	}
 	return nil
 }
-
-func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\r' || b == '\t' }
 
 func badQuery(name, value, want string) error {
 	return errdefs.New(errdefs.ErrInvalidArgument, "query parameter %s=%q: %s", name, value, want)

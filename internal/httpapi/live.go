@@ -301,6 +301,20 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	e := newSSE(w)
 	e.retry = sseRetry
+	if follow && !resumed {
+		// A followed process may stay silent for hours: the stream
+		// starts now, once the process is known, so the client is not
+		// left without even an answer's headers. (A resumed stream
+		// checked the process above.)
+		if _, err := s.m.GetProcess(ctx, tn, id, pid); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if follow {
+		e.start()
+		http.NewResponseController(w).Flush()
+	}
 	pos := offset // the offset after what was sent: the ids' value
 	_, err := s.m.ProcessOutput(ctx, tn, id, pid, offset, follow, func(ev session.OutputEvent) error {
 		switch ev.Kind {
@@ -348,8 +362,39 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) rawOutput(w http.ResponseWriter, r *http.Request, ctx context.Context, tn, id, pid string, offset int64, follow bool) {
 	rc := http.NewResponseController(w)
-	started := false
+	started, early := false, false
+	if follow {
+		// Warren-Output-Offset names the first byte's offset, so the
+		// headers wait for it; but a followed process that has nothing
+		// to send yet may stay silent for hours, and the client must
+		// not wait that long for an answer. Its next byte is at the
+		// offset asked for (made absolute here, so that the agent
+		// starts exactly there): the answer starts now.
+		info, err := s.m.GetProcess(ctx, tn, id, pid)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		abs := offset
+		if abs < 0 {
+			abs = max(0, info.OutputBytes+abs)
+		}
+		if info.Running && abs >= info.OutputBytes {
+			offset, early, started = abs, true, true
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Header().Set("Warren-Output-Offset", strconv.FormatInt(abs, 10))
+			w.WriteHeader(http.StatusOK)
+			rc.Flush()
+		}
+	}
 	_, err := s.m.ProcessOutput(ctx, tn, id, pid, offset, follow, func(ev session.OutputEvent) error {
+		if ev.Kind == "gap" && early {
+			// Over the buffer's size of output came between the
+			// check and the stream (it would take a flood): the
+			// offset in the headers is wrong, so the answer breaks
+			// off rather than hand out misplaced bytes.
+			return errdefs.New(errdefs.ErrConflict, "the output moved past the offset in the headers")
+		}
 		if ev.Kind != "output" {
 			return nil
 		}

@@ -57,6 +57,10 @@ type Config struct {
 	// PreviewDomain, if set, is the domain of the preview hosts
 	// {port}-{id}.{domain} that Preview serves (ports.go).
 	PreviewDomain string
+	// BodyIdleTimeout cuts a request body that sends nothing for this
+	// long in Handler (default edge.DefaultBodyIdleTimeout); the daemon
+	// applies edge.IdleBodies to every transport itself.
+	BodyIdleTimeout time.Duration
 }
 
 // Server is the REST API.
@@ -189,7 +193,9 @@ func (s *Server) Mount(mux *http.ServeMux) { mux.Handle("/", s.routed()) }
 // Handler is the API on its own behind the edge's request ids and access
 // log (tests, embedding); the daemon mounts it beside the other transports
 // with Mount instead.
-func (s *Server) Handler() http.Handler { return s.edge.Observe(s.routed()) }
+func (s *Server) Handler() http.Handler {
+	return s.edge.Observe(edge.IdleBodies(s.cfg.BodyIdleTimeout, s.routed()))
+}
 
 // routed is the API with its middleware: panics become 500 envelopes,
 // unknown paths and wrong methods get the envelope too, and every route
@@ -276,8 +282,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		Cwd:         req.Cwd,
 		Limits:      toLimits(req.Limits),
 		Network:     req.Network,
-		IdleTTL:     time.Duration(req.TTLSeconds) * time.Second,
-		MaxLifetime: time.Duration(req.MaxLifetimeSeconds) * time.Second,
+		IdleTTL:     wire.Seconds(req.TTLSeconds),
+		MaxLifetime: wire.Seconds(req.MaxLifetimeSeconds),
 		Labels:      req.Labels,
 		User:        req.User,
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"time"
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -52,8 +51,8 @@ func (b *managerBackend) CreateSession(ctx context.Context, req *api.CreateSessi
 		Cwd:         req.Cwd,
 		Limits:      lim,
 		Network:     req.Network,
-		IdleTTL:     time.Duration(req.TTLSeconds) * time.Second,
-		MaxLifetime: time.Duration(req.MaxLifetimeSeconds) * time.Second,
+		IdleTTL:     wire.Seconds(req.TTLSeconds),
+		MaxLifetime: wire.Seconds(req.MaxLifetimeSeconds),
 		Labels:      req.Labels,
 		User:        req.User,
 	})

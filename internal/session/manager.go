@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -1069,8 +1068,13 @@ func (m *Manager) sandboxErr(e *entry, id string, err error) error {
 		return errdefs.New(errdefs.ErrConflict, "session %q has failed: %v", id, e.sb.ExitErr())
 	default:
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
+	// A delete may cut the agent's connection before the sandbox is
+	// done: the call still lost to the delete.
+	e.mu.Lock()
+	deleting := e.deleting
+	e.mu.Unlock()
+	if deleting && !errdefs.Classified(err) {
+		return errdefs.New(errdefs.ErrNotFound, "session %q was deleted while the call ran", id)
 	}
 	return err
 }

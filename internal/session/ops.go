@@ -20,8 +20,45 @@ type ExecRequest struct {
 	MaxOutput int64
 }
 
+// The sizes of a command. An exec's command is read by the session's
+// shell, so it may be long (a heredoc that writes a file); everything that
+// becomes one argument of execve (each argv string, a process's command,
+// which runs as sh -c COMMAND) is bounded by the kernel's MAX_ARG_STRLEN,
+// and the whole call must fit the agent protocol's frame (2 MiB) with
+// room for the rest of the request. Past either the answer is too_large,
+// naming the limit, before anything reaches the sandbox.
+const (
+	MaxCommandBytes = 1 << 20
+	MaxArgBytes     = 128<<10 - 1
+)
+
+// checkSizes checks the command and argv against MaxCommandBytes and
+// MaxArgBytes; commandIsArg says the command runs as one argument (a
+// process's) rather than through the shell's input (exec's).
+func checkSizes(command string, argv []string, commandIsArg bool) error {
+	total := len(command)
+	for _, a := range argv {
+		total += len(a) + 1
+	}
+	if total > MaxCommandBytes {
+		return errdefs.New(errdefs.ErrTooLarge, "the command (or argv in all) is %d bytes; at most %d are allowed", total, MaxCommandBytes)
+	}
+	if commandIsArg && len(command) > MaxArgBytes {
+		return errdefs.New(errdefs.ErrTooLarge, "a process's command runs as one argument of sh -c, and is %d bytes; at most %d are allowed (the kernel's MAX_ARG_STRLEN; exec takes commands of up to %d)", len(command), MaxArgBytes, MaxCommandBytes)
+	}
+	for i, a := range argv {
+		if len(a) > MaxArgBytes {
+			return errdefs.New(errdefs.ErrTooLarge, "argv[%d] is %d bytes; one argument may be at most %d (the kernel's MAX_ARG_STRLEN)", i, len(a), MaxArgBytes)
+		}
+	}
+	return nil
+}
+
 // checkStrings validates the command, argv, env and cwd of a request.
 func (req *ExecRequest) checkStrings() error {
+	if err := checkSizes(req.Command, req.Argv, false); err != nil {
+		return err
+	}
 	if strings.IndexByte(req.Command, 0) >= 0 {
 		return invalid("command contains a NUL byte")
 	}
@@ -147,7 +184,9 @@ func (m *Manager) withSandbox(ctx context.Context, tenant, id string, f func(sb 
 	}
 	defer done()
 	if err := f(e.sb); err != nil {
-		if errdefs.ClassOf(err) == errdefs.ErrUnavailable {
+		// An unclassified error (the agent connection closing under
+		// the call) may be the session going away: say so.
+		if errdefs.ClassOf(err) == errdefs.ErrUnavailable || !errdefs.Classified(err) {
 			return m.sandboxErr(e, id, err)
 		}
 		return err

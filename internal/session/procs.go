@@ -10,6 +10,9 @@ func (m *Manager) checkProcess(req *StartProcessRequest) error {
 	if !req.Login && (req.Command == "") == (len(req.Argv) == 0) {
 		return invalid("give either command or argv")
 	}
+	if err := checkSizes(req.Command, req.Argv, true); err != nil {
+		return err
+	}
 	if err := (&ExecRequest{Command: req.Command, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd}).checkStrings(); err != nil {
 		return err
 	}

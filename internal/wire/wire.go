@@ -6,6 +6,7 @@ package wire
 import (
 	"encoding/base64"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,27 @@ import (
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 )
+
+// Seconds is a count of seconds from a request as a duration. A count
+// past what a time.Duration holds (about 292 years) does not wrap around
+// into a small or negative duration, it saturates: the manager then
+// refuses it as over its maximum, naming the field. Every transport
+// converts its seconds and milliseconds here.
+func Seconds(n int64) time.Duration { return scaled(n, time.Second) }
+
+// Millis is a count of milliseconds from a request as a duration,
+// saturating like Seconds.
+func Millis(n int64) time.Duration { return scaled(n, time.Millisecond) }
+
+func scaled(n int64, unit time.Duration) time.Duration {
+	switch {
+	case n > int64(math.MaxInt64/unit):
+		return math.MaxInt64
+	case n < int64(math.MinInt64/unit):
+		return math.MinInt64
+	}
+	return time.Duration(n) * unit
+}
 
 // Limits is a request's limits for the manager (zero fields: defaults).
 func Limits(l *api.Limits) session.Limits {
@@ -188,19 +210,16 @@ func ParseSignal(v string) (int, error) {
 	return 0, errdefs.New(errdefs.ErrInvalidArgument, "signal %q is not a signal name or number", v)
 }
 
-// ExecRequest is an API exec request for the manager: a negative timeout
-// means none, and stdin comes as text or base64, not both.
+// ExecRequest is an API exec request for the manager: the timeout
+// saturates (Millis), and stdin comes as text or base64, not both.
 func ExecRequest(req *api.ExecRequest) (*session.ExecRequest, error) {
 	out := &session.ExecRequest{
 		Command:   req.Command,
 		Argv:      req.Argv,
 		Env:       req.Env,
 		Cwd:       req.Cwd,
-		Timeout:   time.Duration(req.TimeoutMs) * time.Millisecond,
+		Timeout:   Millis(req.TimeoutMs),
 		MaxOutput: req.MaxOutputBytes,
-	}
-	if req.TimeoutMs < 0 {
-		out.Timeout = -1
 	}
 	switch {
 	case req.Stdin != nil && req.StdinBase64 != nil:

@@ -2,7 +2,11 @@ package wire
 
 import (
 	"bytes"
+	"math"
 	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/api"
 )
 
 // TestChunkerNeverSplitsACharacter feeds text one byte at a time: every
@@ -62,5 +66,37 @@ func TestSignals(t *testing.T) {
 	}
 	if SignalName(9) != "SIGKILL" || SignalName(40) != "signal 40" {
 		t.Errorf("SignalName: %q %q", SignalName(9), SignalName(40))
+	}
+}
+
+// TestSecondsSaturate: a count past what a time.Duration holds does not
+// wrap around (18446744074 seconds used to become about 2 seconds, and a
+// huge timeout_ms a 2 ms timeout): it saturates, so the manager's maximum
+// refuses it by name.
+func TestSecondsSaturate(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		unit func(int64) time.Duration
+		want time.Duration
+	}{
+		{0, Seconds, 0},
+		{90, Seconds, 90 * time.Second},
+		{-5, Seconds, -5 * time.Second},
+		{18446744074, Seconds, math.MaxInt64},
+		{math.MaxInt64, Seconds, math.MaxInt64},
+		{math.MinInt64, Seconds, math.MinInt64},
+		{9223372036, Seconds, 9223372036 * time.Second},
+		{9223372037, Seconds, math.MaxInt64},
+		{18446744073710, Millis, math.MaxInt64},
+		{3600000, Millis, time.Hour},
+		{-9223372036855, Millis, math.MinInt64},
+	} {
+		if got := tc.unit(tc.n); got != tc.want {
+			t.Errorf("%d: got %v, want %v", tc.n, got, tc.want)
+		}
+	}
+	req, err := ExecRequest(&api.ExecRequest{Command: "x", TimeoutMs: 18446744073710})
+	if err != nil || req.Timeout != math.MaxInt64 {
+		t.Errorf("ExecRequest with timeout_ms 18446744073710: %v, %v", req, err)
 	}
 }
