@@ -275,22 +275,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	edge.SetSession(r.Context(), req.ID)
-	info, created, err := s.m.Create(r.Context(), tenant(r), &session.CreateRequest{
-		ID:          req.ID,
-		Image:       req.Image,
-		Env:         req.Env,
-		Cwd:         req.Cwd,
-		Limits:      toLimits(req.Limits),
-		Network:     req.Network,
-		IdleTTL:     wire.Seconds(req.TTLSeconds),
-		MaxLifetime: wire.Seconds(req.MaxLifetimeSeconds),
-		Labels:      req.Labels,
-		User:        req.User,
-
-		Workspace:     req.Workspace,
-		WorkspaceMode: req.WorkspaceMode,
-		Snapshot:      req.Snapshot,
-	})
+	info, created, err := s.m.Create(r.Context(), tenant(r), wire.CreateRequest(&req))
 	if err != nil {
 		edge.SetSession(r.Context(), req.ID)
 		s.writeError(w, r, err)

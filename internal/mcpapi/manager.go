@@ -40,22 +40,7 @@ func (b *managerBackend) CreateSession(ctx context.Context, req *api.CreateSessi
 	if err != nil {
 		return nil, err
 	}
-	var lim session.Limits
-	if l := req.Limits; l != nil {
-		lim = session.Limits{MemoryMB: l.MemoryMB, CPUs: l.CPUs, Pids: l.Pids, DiskMB: l.DiskMB}
-	}
-	info, _, err := b.m.Create(ctx, tn, &session.CreateRequest{
-		ID:          req.ID,
-		Image:       req.Image,
-		Env:         req.Env,
-		Cwd:         req.Cwd,
-		Limits:      lim,
-		Network:     req.Network,
-		IdleTTL:     wire.Seconds(req.TTLSeconds),
-		MaxLifetime: wire.Seconds(req.MaxLifetimeSeconds),
-		Labels:      req.Labels,
-		User:        req.User,
-	})
+	info, _, err := b.m.Create(ctx, tn, wire.CreateRequest(req))
 	if err != nil {
 		return nil, err
 	}

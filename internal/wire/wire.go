@@ -41,6 +41,27 @@ func scaled(n int64, unit time.Duration) time.Duration {
 	return time.Duration(n) * unit
 }
 
+// CreateRequest is a create request in the API's JSON shape (REST and MCP
+// alike) for the manager; durations saturate (Seconds), so a value past a
+// maximum is refused by the manager's check instead of wrapping around.
+func CreateRequest(req *api.CreateSessionRequest) *session.CreateRequest {
+	return &session.CreateRequest{
+		ID:            req.ID,
+		Image:         req.Image,
+		Env:           req.Env,
+		Cwd:           req.Cwd,
+		Limits:        Limits(req.Limits),
+		Network:       req.Network,
+		IdleTTL:       Seconds(req.TTLSeconds),
+		MaxLifetime:   Seconds(req.MaxLifetimeSeconds),
+		Labels:        req.Labels,
+		User:          req.User,
+		Workspace:     req.Workspace,
+		WorkspaceMode: req.WorkspaceMode,
+		Snapshot:      req.Snapshot,
+	}
+}
+
 // Limits is a request's limits for the manager (zero fields: defaults).
 func Limits(l *api.Limits) session.Limits {
 	if l == nil {
