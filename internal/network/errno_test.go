@@ -1,0 +1,5 @@
+package network
+
+import "syscall"
+
+var syscallENETUNREACH = syscall.ENETUNREACH

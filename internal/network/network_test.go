@@ -1,0 +1,527 @@
+package network
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/miekg/dns"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"github.com/warrenhq/warren/internal/testutil"
+)
+
+// newNS makes an anonymous network namespace with lo up; it vanishes,
+// with every link in it, when the test closes its handle.
+func newNS(t *testing.T) (netns.NsHandle, string) {
+	t.Helper()
+	errc := make(chan error, 1)
+	var ns netns.NsHandle
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		ns, err = netns.New()
+		if err != nil {
+			errc <- err
+			return
+		}
+		if err := netns.Set(orig); err == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		t.Fatal(err)
+	}
+	return ns, fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(ns))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The fake internet: names and the addresses its DNS server gives them.
+var zone = map[string]string{
+	"allowed.test.":   "198.51.100.10",
+	"twin.test.":      "198.51.100.10", // shares allowed.test's address
+	"other.test.":     "198.51.100.20",
+	"a.wild.test.":    "198.51.100.20",
+	"gist.wild.test.": "198.51.100.20",
+	"rebind.test.":    "127.0.0.1",
+	"private.test.":   "10.99.0.1",
+	"meta.test.":      "169.254.169.254",
+	"cgnat.test.":     "100.64.0.1",
+}
+
+const (
+	hostAddr     = "192.0.2.1" // the "host": the uplink namespace
+	upstreamAddr = "192.0.2.2" // the internet's router and resolver
+	daemonPort   = 7433
+)
+
+// world is a host namespace whose default route leads into a namespace
+// that plays the internet: a resolver, and HTTP on every address it has.
+type world struct {
+	host, inet netns.NsHandle
+	hostPath   string
+}
+
+func newWorld(t *testing.T) *world {
+	testutil.RequiresRoot(t)
+	w := &world{}
+	w.host, w.hostPath = newNS(t)
+	w.inet, _ = newNS(t)
+	hh, err := netlink.NewHandleAt(w.host)
+	must(t, err)
+	defer hh.Close()
+	ih, err := netlink.NewHandleAt(w.inet)
+	must(t, err)
+	defer ih.Close()
+	must(t, hh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "up0"}, PeerName: "up1", PeerNamespace: netlink.NsFd(int(w.inet))}))
+	up0, err := hh.LinkByName("up0")
+	must(t, err)
+	must(t, hh.AddrAdd(up0, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr(hostAddr), 24)}))
+	must(t, hh.LinkSetUp(up0))
+	must(t, hh.RouteAdd(&netlink.Route{LinkIndex: up0.Attrs().Index, Gw: net.ParseIP(upstreamAddr)}))
+	up1, err := ih.LinkByName("up1")
+	must(t, err)
+	must(t, ih.AddrAdd(up1, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr(upstreamAddr), 24)}))
+	must(t, ih.LinkSetUp(up1))
+	lo, err := ih.LinkByName("lo")
+	must(t, err)
+	for _, a := range []string{"198.51.100.10", "198.51.100.20", "203.0.113.30", "10.99.0.1", "169.254.169.254", "100.64.0.1"} {
+		must(t, ih.AddrAdd(lo, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr(a), 32)}))
+	}
+
+	// The internet's resolver.
+	handler := dns.HandlerFunc(func(rw dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		qs := q.Question[0]
+		a, ok := zone[strings.ToLower(qs.Name)]
+		switch {
+		case !ok:
+			m.Rcode = dns.RcodeNameError
+		case qs.Qtype == dns.TypeA:
+			rr, _ := dns.NewRR(qs.Name + " 5 IN A " + a)
+			m.Answer = append(m.Answer, rr)
+		}
+		rw.WriteMsg(m)
+	})
+	var pc net.PacketConn
+	var ln, web, web8080 net.Listener
+	must(t, inNS(w.inet, func() (err error) {
+		if pc, err = net.ListenPacket("udp4", upstreamAddr+":53"); err != nil {
+			return err
+		}
+		if ln, err = net.Listen("tcp4", upstreamAddr+":53"); err != nil {
+			return err
+		}
+		if web, err = net.Listen("tcp4", ":80"); err != nil {
+			return err
+		}
+		web8080, err = net.Listen("tcp4", ":8080")
+		return err
+	}))
+	for _, s := range []*dns.Server{{PacketConn: pc, Handler: handler}, {Listener: ln, Handler: handler}} {
+		go s.ActivateAndServe()
+		t.Cleanup(func() { s.Shutdown() })
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(rw, "hello from %s at %s", r.Host, r.Context().Value(http.LocalAddrContextKey))
+	})}
+	go srv.Serve(web)
+	go srv.Serve(web8080)
+	t.Cleanup(func() { srv.Close() })
+
+	// The daemon's port on the host.
+	var daemon net.Listener
+	must(t, inNS(w.host, func() (err error) {
+		daemon, err = net.Listen("tcp4", fmt.Sprintf(":%d", daemonPort))
+		return err
+	}))
+	go func() {
+		for {
+			c, err := daemon.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("daemon\n"))
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { daemon.Close() })
+	return w
+}
+
+func (w *world) manager(t *testing.T, allowPrivate ...netip.Prefix) *Manager {
+	m, err := New(Config{NetNS: w.hostPath, Upstream: []string{upstreamAddr}, AllowPrivate: allowPrivate})
+	must(t, err)
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return m
+}
+
+// sandbox is a namespace standing in for a sandbox's.
+type sandbox struct {
+	ns   netns.NsHandle
+	path string
+	info *Info
+}
+
+func (w *world) sandbox(t *testing.T) *sandbox {
+	ns, path := newNS(t)
+	return &sandbox{ns: ns, path: path}
+}
+
+// resolve asks the session's forwarder (or server) for name's A record.
+func (s *sandbox) resolve(server, name, proto string) (*dns.Msg, error) {
+	var r *dns.Msg
+	err := inNS(s.ns, func() error {
+		c := &dns.Client{Net: proto, Timeout: 2 * time.Second}
+		q := new(dns.Msg)
+		q.SetQuestion(dns.Fqdn(name), dns.TypeA)
+		var err error
+		r, _, err = c.Exchange(q, net.JoinHostPort(server, "53"))
+		return err
+	})
+	return r, err
+}
+
+// dial connects from inside the sandbox.
+func (s *sandbox) dial(addr string) (net.Conn, error) {
+	var c net.Conn
+	err := inNS(s.ns, func() (err error) {
+		c, err = net.DialTimeout("tcp4", addr, 3*time.Second)
+		return err
+	})
+	return c, err
+}
+
+// get resolves host through the session's forwarder and fetches / on
+// port: the body, or why it failed.
+func (s *sandbox) get(host string, port int) (string, error) {
+	ip := host
+	if _, err := netip.ParseAddr(host); err != nil {
+		r, err := s.resolve(s.info.Gateway.String(), host, "udp")
+		if err != nil {
+			return "", err
+		}
+		if r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0 {
+			return "", fmt.Errorf("resolve %s: %s", host, dns.RcodeToString[r.Rcode])
+		}
+		ip = r.Answer[0].(*dns.A).A.String()
+	}
+	c, err := s.dial(net.JoinHostPort(ip, fmt.Sprint(port)))
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", host)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+func (s *sandbox) attach(t *testing.T, m *Manager, name string, p Policy) {
+	t.Helper()
+	info, err := m.Attach(name, s.path, p)
+	must(t, err)
+	s.info = info
+}
+
+func policy(t *testing.T, m *Manager, mode string, allow, deny []string) Policy {
+	t.Helper()
+	p, err := ParsePolicy(mode, allow, deny, m.Blocked)
+	must(t, err)
+	return p
+}
+
+// wantOK fetches host:port and wants the internet's page.
+func wantOK(t *testing.T, s *sandbox, host string, port int) {
+	t.Helper()
+	body, err := s.get(host, port)
+	if err != nil {
+		t.Errorf("get %s:%d: %v", host, port, err)
+		return
+	}
+	if !strings.HasPrefix(body, "hello from "+host) {
+		t.Errorf("get %s:%d = %q", host, port, body)
+	}
+}
+
+// wantRefused fetches host:port and wants a refusal within a second: a
+// policy's "no" is never a timeout.
+func wantRefused(t *testing.T, s *sandbox, host string, port int, why string) {
+	t.Helper()
+	start := time.Now()
+	body, err := s.get(host, port)
+	took := time.Since(start)
+	if err == nil {
+		t.Errorf("%s: get %s:%d worked (%q); want it refused", why, host, port, body)
+		return
+	}
+	if took > time.Second {
+		t.Errorf("%s: get %s:%d failed after %v (%v); want a refusal at once", why, host, port, took, err)
+	}
+}
+
+func lastDenial(t *testing.T, m *Manager, name string) Denial {
+	t.Helper()
+	ds, ok := m.Denials(name)
+	if !ok || len(ds) == 0 {
+		t.Fatalf("no denials recorded for %s", name)
+	}
+	return ds[len(ds)-1]
+}
+
+func TestAllowlist(t *testing.T) {
+	w := newWorld(t)
+	m := w.manager(t)
+	s := w.sandbox(t)
+	p := policy(t, m, "allowlist", []string{"allowed.test", "*.wild.test", "203.0.113.30:8080", "rebind.test", "private.test", "meta.test"}, []string{"gist.wild.test"})
+	s.attach(t, m, "sbx1", p)
+
+	wantOK(t, s, "allowed.test", 80)
+	wantOK(t, s, "allowed.test", 8080)
+
+	_, err := s.get("other.test", 80)
+	if err == nil || !strings.Contains(err.Error(), "NXDOMAIN") {
+		t.Errorf("other.test: %v; want NXDOMAIN", err)
+	}
+	if d := lastDenial(t, m, "sbx1"); d.Host != "other.test" || d.Proto != "dns" || !strings.Contains(d.Reason, "allow-list") {
+		t.Errorf("denial %+v; want other.test, dns, not on the allow-list", d)
+	}
+	// Its address was never resolved through an allowed name.
+	wantRefused(t, s, "198.51.100.20", 80, "an address no allowed name resolved to")
+
+	wantOK(t, s, "a.wild.test", 80)
+	if _, err := s.get("gist.wild.test", 80); err == nil {
+		t.Errorf("gist.wild.test resolved; a deny rule should win over *.wild.test")
+	} else if d := lastDenial(t, m, "sbx1"); !strings.Contains(d.Reason, "denied by rule") {
+		t.Errorf("denial %+v; want denied by rule", d)
+	}
+	wildcardBase, err := s.resolve(s.info.Gateway.String(), "wild.test", "udp")
+	if err != nil || wildcardBase.Rcode != dns.RcodeNameError {
+		t.Errorf("wild.test: %v %v; *.wild.test must not match wild.test itself", wildcardBase, err)
+	}
+
+	// An address rule with a port opens that port only.
+	if body, err := s.get("203.0.113.30", 8080); err != nil || !strings.HasPrefix(body, "hello") {
+		t.Errorf("203.0.113.30:8080: %q %v", body, err)
+	}
+	wantRefused(t, s, "203.0.113.30", 80, "an allowed address on another port")
+
+	// DNS rebinding: allowed names that resolve to what is always blocked.
+	for _, name := range []string{"rebind.test", "private.test", "meta.test"} {
+		r, err := s.resolve(s.info.Gateway.String(), name, "udp")
+		if err != nil || r.Rcode != dns.RcodeRefused || len(r.Answer) != 0 {
+			t.Errorf("%s: %v %v; want REFUSED and no answer", name, r, err)
+		}
+		if d := lastDenial(t, m, "sbx1"); d.Host != name || !strings.Contains(d.Reason, "rebinding") {
+			t.Errorf("denial %+v; want %s, rebinding", d, name)
+		}
+	}
+
+	// Other resolvers, over UDP and TCP, and the host and its ports.
+	for _, proto := range []string{"udp", "tcp"} {
+		start := time.Now()
+		if r, err := s.resolve(upstreamAddr, "allowed.test", proto); err == nil {
+			t.Errorf("DNS over %s to another resolver answered: %v", proto, r)
+		} else if time.Since(start) > time.Second {
+			t.Errorf("DNS over %s to another resolver failed after %v; want at once", proto, time.Since(start))
+		}
+	}
+	for _, a := range []string{hostAddr, s.info.Gateway.String()} {
+		wantRefused(t, s, a, daemonPort, "the host's address")
+	}
+	// The forwarder over TCP works too.
+	if r, err := s.resolve(s.info.Gateway.String(), "allowed.test", "tcp"); err != nil || len(r.Answer) != 1 {
+		t.Errorf("DNS over TCP to the forwarder: %v %v", r, err)
+	}
+
+	// Live change: other.test in, allowed.test out (its pinned address
+	// goes with it).
+	must(t, m.Update("sbx1", policy(t, m, "allowlist", []string{"other.test"}, nil)))
+	wantOK(t, s, "other.test", 80)
+	wantRefused(t, s, "allowed.test", 80, "a name taken off the list")
+	wantRefused(t, s, "198.51.100.10", 80, "the address of a name taken off the list")
+	wantRefused(t, s, "203.0.113.30", 8080, "an address rule taken off the list")
+	// And back.
+	must(t, m.Update("sbx1", p))
+	wantOK(t, s, "allowed.test", 80)
+	wantRefused(t, s, "198.51.100.20", 80, "other.test's address after it left the list")
+
+	must(t, m.Detach("sbx1"))
+	checkClean(t, w)
+}
+
+func TestOpen(t *testing.T) {
+	w := newWorld(t)
+	m := w.manager(t)
+	s1, s2 := w.sandbox(t), w.sandbox(t)
+	s1.attach(t, m, "sbx1", policy(t, m, "open", nil, []string{"twin.test"}))
+	s2.attach(t, m, "sbx2", policy(t, m, "allowlist", []string{"allowed.test"}, nil))
+
+	wantOK(t, s1, "allowed.test", 80)
+	wantOK(t, s1, "other.test", 80)
+	wantOK(t, s1, "203.0.113.30", 8080)
+	if _, err := s1.get("twin.test", 80); err == nil {
+		t.Errorf("twin.test resolved in open mode despite a deny rule")
+	}
+	for _, a := range []string{"10.99.0.1", "169.254.169.254", "100.64.0.1", hostAddr, s1.info.Gateway.String(), s2.info.Address.String(), s2.info.Gateway.String()} {
+		wantRefused(t, s1, a, 80, "always blocked in open mode")
+		wantRefused(t, s1, a, daemonPort, "always blocked in open mode")
+	}
+	for _, name := range []string{"rebind.test", "private.test", "meta.test", "cgnat.test"} {
+		if r, err := s1.resolve(s1.info.Gateway.String(), name, "udp"); err != nil || r.Rcode != dns.RcodeRefused {
+			t.Errorf("%s in open mode: %v %v; want REFUSED", name, r, err)
+		}
+	}
+	if _, err := s1.resolve(upstreamAddr, "allowed.test", "udp"); err == nil {
+		t.Errorf("DNS to another resolver answered in open mode")
+	}
+	// Each session's forwarder answers its own session only.
+	for _, proto := range []string{"udp", "tcp"} {
+		start := time.Now()
+		if _, err := s1.resolve(s2.info.Gateway.String(), "allowed.test", proto); err == nil {
+			t.Errorf("a session's DNS question over %s reached another session's forwarder", proto)
+		} else if time.Since(start) > time.Second {
+			t.Errorf("DNS over %s to another session's forwarder failed after %v (%v); want at once", proto, time.Since(start), err)
+		}
+	}
+	// The sessions are apart: the allowlist one still cannot reach what
+	// the open one can.
+	wantRefused(t, s2, "198.51.100.20", 80, "another session's freedom")
+
+	// An operator's allow_private opens a private range in open mode.
+	must(t, m.Detach("sbx1"))
+	must(t, m.Detach("sbx2"))
+	checkClean(t, w)
+}
+
+func TestAllowPrivate(t *testing.T) {
+	w := newWorld(t)
+	m := w.manager(t, netip.MustParsePrefix("10.99.0.0/24"))
+	s := w.sandbox(t)
+	s.attach(t, m, "sbx1", policy(t, m, "open", nil, nil))
+	wantOK(t, s, "private.test", 80)
+	wantRefused(t, s, "169.254.169.254", 80, "metadata is not in allow_private")
+	if _, err := ParsePolicy("allowlist", []string{"10.99.0.0/16"}, nil, m.Blocked); err == nil {
+		t.Errorf("an allow rule wider than allow_private was accepted")
+	}
+	if _, err := ParsePolicy("allowlist", []string{"10.99.0.7"}, nil, m.Blocked); err != nil {
+		t.Errorf("an allow rule inside allow_private: %v", err)
+	}
+}
+
+func TestNoneHasNoRoute(t *testing.T) {
+	w := newWorld(t)
+	w.manager(t)
+	s := w.sandbox(t)
+	_, err := s.dial("198.51.100.10:80")
+	if !errors.Is(err, syscallENETUNREACH) {
+		t.Errorf("dial from a namespace with no attachment: %v; want network unreachable", err)
+	}
+}
+
+// checkClean wants nothing of a session left in the host namespace: no
+// session link, and only the shared chains and set in the table.
+func checkClean(t *testing.T, w *world) {
+	t.Helper()
+	h, err := netlink.NewHandleAt(w.host)
+	must(t, err)
+	defer h.Close()
+	links, err := h.LinkList()
+	must(t, err)
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, ifPrefix) {
+			t.Errorf("leaked link %s", l.Attrs().Name)
+		}
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(int(w.host)))
+	must(t, err)
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	must(t, err)
+	for _, ch := range chains {
+		if ch.Table.Name == TableName && ch.Name != "forward" && ch.Name != "input" && ch.Name != "postrouting" {
+			t.Errorf("leaked chain %s", ch.Name)
+		}
+	}
+	tab := &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}
+	sets, err := c.GetSets(tab)
+	must(t, err)
+	for _, s := range sets {
+		if s.Name != "blocked4" {
+			t.Errorf("leaked set %s", s.Name)
+		}
+	}
+	for _, ch := range []string{"forward", "input"} {
+		rules, err := c.GetRules(tab, &nftables.Chain{Name: ch, Table: tab})
+		must(t, err)
+		for _, r := range rules {
+			if len(r.UserData) > 0 {
+				t.Errorf("leaked rule of %s in %s", r.UserData, ch)
+			}
+		}
+	}
+}
+
+func TestDumpRuleset(t *testing.T) {
+	if os.Getenv("WARREN_NFT_DUMP") == "" {
+		t.Skip("debugging aid")
+	}
+	w := newWorld(t)
+	m := w.manager(t)
+	s := w.sandbox(t)
+	s.attach(t, m, "sbx1", policy(t, m, "allowlist", []string{"allowed.test", "203.0.113.0/24:8080"}, []string{"198.51.100.99"}))
+	wantOK(t, s, "allowed.test", 80)
+	inNS(w.host, func() error {
+		out, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
+		t.Logf("%s %v", out, err)
+		return nil
+	})
+	start := time.Now()
+	_, err := s.resolve(upstreamAddr, "allowed.test", "udp")
+	t.Logf("other resolver: %v after %v", err, time.Since(start))
+}
