@@ -59,6 +59,7 @@ type Config struct {
 	MCPAllowedHosts string
 	Session         session.Config
 	Auth            Auth
+	Network         Network
 }
 
 // MCPHosts returns MCPAllowedHosts as a list.

@@ -123,6 +123,9 @@ func New(cfg Config) *Server {
 		{"POST", "/v1/sessions/{id}/processes/{pid}/signal", s.signalProcess},
 		{"POST", "/v1/sessions/{id}/processes/{pid}/resize", s.resizeProcess},
 		{"GET", "/v1/sessions/{id}/shell", s.shell},
+		{"GET", "/v1/sessions/{id}/network", s.getNetwork},
+		{"PATCH", "/v1/sessions/{id}/network", s.patchNetwork},
+		{"GET", "/v1/sessions/{id}/network/denials", s.networkDenials},
 		{"GET", "/v1/images", s.listImages},
 		{"POST", "/v1/images", s.importImage},
 		{"GET", "/v1/images/{name}", s.getImage},
@@ -264,7 +267,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		Env:         req.Env,
 		Cwd:         req.Cwd,
 		Limits:      toLimits(req.Limits),
-		Network:     req.Network,
+		Network:     req.Network.GetMode(),
 		IdleTTL:     time.Duration(req.TTLSeconds) * time.Second,
 		MaxLifetime: time.Duration(req.MaxLifetimeSeconds) * time.Second,
 		Labels:      req.Labels,
@@ -273,6 +276,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		Workspace:     req.Workspace,
 		WorkspaceMode: req.WorkspaceMode,
 		Snapshot:      req.Snapshot,
+
+		NetworkAllow: req.Network.GetAllow(),
+		NetworkDeny:  req.Network.GetDeny(),
 	})
 	if err != nil {
 		edge.SetSession(r.Context(), req.ID)

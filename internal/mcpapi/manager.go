@@ -51,11 +51,14 @@ func (b *managerBackend) CreateSession(ctx context.Context, req *api.CreateSessi
 		Env:         req.Env,
 		Cwd:         req.Cwd,
 		Limits:      lim,
-		Network:     req.Network,
+		Network:     req.Network.GetMode(),
 		IdleTTL:     time.Duration(req.TTLSeconds) * time.Second,
 		MaxLifetime: time.Duration(req.MaxLifetimeSeconds) * time.Second,
 		Labels:      req.Labels,
 		User:        req.User,
+
+		NetworkAllow: req.Network.GetAllow(),
+		NetworkDeny:  req.Network.GetDeny(),
 	})
 	if err != nil {
 		return nil, err

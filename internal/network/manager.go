@@ -49,6 +49,7 @@ type Manager struct {
 	nl       *netlink.Handle
 	nft      *nft
 	upstream []string
+	dlog     *denialLog
 
 	mu       sync.Mutex
 	ready    bool
@@ -197,6 +198,14 @@ func (m *Manager) readyLocked() error {
 	m.blocked = blocked
 	if err := inNS(m.ns, enableForwarding(m.log)); err != nil {
 		return err
+	}
+	if m.dlog == nil {
+		l, err := openDenialLog(m.nft.nsfd)
+		if err != nil {
+			return err
+		}
+		m.dlog = l
+		go l.run(m)
 	}
 	m.ready = true
 	return nil
@@ -494,6 +503,10 @@ func (m *Manager) Close() error {
 	if m.ready {
 		errs = append(errs, m.nft.remove())
 		m.ready = false
+	}
+	if m.dlog != nil {
+		m.dlog.close()
+		m.dlog = nil
 	}
 	m.mu.Unlock()
 	m.nl.Close()

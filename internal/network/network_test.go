@@ -306,6 +306,27 @@ func wantRefused(t *testing.T, s *sandbox, host string, port int, why string) {
 	}
 }
 
+// wantDenial waits briefly for a logged connection denial (the kernel
+// hands it over asynchronously).
+func wantDenial(t *testing.T, m *Manager, name string, want Denial) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		ds, _ := m.Denials(name)
+		for _, d := range ds {
+			d.Time = time.Time{}
+			if d == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("denial %+v not recorded; have %+v", want, ds)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func lastDenial(t *testing.T, m *Manager, name string) Denial {
 	t.Helper()
 	ds, ok := m.Denials(name)
@@ -334,6 +355,7 @@ func TestAllowlist(t *testing.T) {
 	}
 	// Its address was never resolved through an allowed name.
 	wantRefused(t, s, "198.51.100.20", 80, "an address no allowed name resolved to")
+	wantDenial(t, m, "sbx1", Denial{Host: "198.51.100.20", Port: 80, Proto: "tcp", Reason: reasonNotAllow})
 
 	wantOK(t, s, "a.wild.test", 80)
 	if _, err := s.get("gist.wild.test", 80); err == nil {
@@ -372,9 +394,11 @@ func TestAllowlist(t *testing.T) {
 			t.Errorf("DNS over %s to another resolver failed after %v; want at once", proto, time.Since(start))
 		}
 	}
+	wantDenial(t, m, "sbx1", Denial{Host: upstreamAddr, Port: 53, Proto: "tcp", Reason: reasonDNS})
 	for _, a := range []string{hostAddr, s.info.Gateway.String()} {
 		wantRefused(t, s, a, daemonPort, "the host's address")
 	}
+	wantDenial(t, m, "sbx1", Denial{Host: hostAddr, Port: daemonPort, Proto: "tcp", Reason: reasonBlocked})
 	// The forwarder over TCP works too.
 	if r, err := s.resolve(s.info.Gateway.String(), "allowed.test", "tcp"); err != nil || len(r.Answer) != 1 {
 		t.Errorf("DNS over TCP to the forwarder: %v %v", r, err)

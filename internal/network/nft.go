@@ -195,10 +195,19 @@ func (n *nft) addSession(s *nftSession, p Policy) error {
 	// catch-all reject).
 	c.InsertRule(&nftables.Rule{Table: n.table, Chain: n.forward, UserData: tag,
 		Exprs: cat(ifMatch(expr.MetaKeyIIFNAME, s.ifname, false), []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}})})
-	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
-		c.InsertRule(&nftables.Rule{Table: n.table, Chain: n.input, UserData: tag,
-			Exprs: cat(ifMatch(expr.MetaKeyIIFNAME, s.ifname, false), ipv4(), loadAddr(16), addrMatch(s.gw),
-				l4(proto), dport(53), accept())})
+	// In the input chain the session's rules go on top, in this order:
+	// DNS to its own forwarder, replies, then everything else to the host
+	// refused and logged (the host's addresses, the daemon's port).
+	// InsertRule puts each at the top, so they are inserted in reverse.
+	in := ifMatch(expr.MetaKeyIIFNAME, s.ifname, false)
+	for _, e := range [][]expr.Any{
+		cat(in, logDenied(s.short, 'b'), rejectOther()),
+		cat(in, l4(unix.IPPROTO_TCP), logDenied(s.short, 'b'), rejectTCP()),
+		cat(in, ctEstablished(), accept()),
+		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(53), accept()),
+		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_UDP), dport(53), accept()),
+	} {
+		c.InsertRule(&nftables.Rule{Table: n.table, Chain: n.input, UserData: tag, Exprs: e})
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("add nftables chain of session %s: %w", s.name, err)
@@ -408,7 +417,7 @@ func rejectOther() []expr.Any {
 }
 
 func logDenied(short string, code byte) []expr.Any {
-	return []expr.Any{&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX, Group: logGroup,
+	return []expr.Any{&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_QTHRESHOLD, Group: logGroup, QThreshold: 1,
 		Data: []byte("w:" + short + ":" + string(code))}}
 }
 
