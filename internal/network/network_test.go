@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,175 +18,28 @@ import (
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"github.com/warrenhq/warren/internal/testutil"
+	"github.com/warrenhq/warren/internal/network/nettest"
 )
-
-// newNS makes an anonymous network namespace with lo up; it vanishes,
-// with every link in it, when the test closes its handle.
-func newNS(t *testing.T) (netns.NsHandle, string) {
-	t.Helper()
-	errc := make(chan error, 1)
-	var ns netns.NsHandle
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		ns, err = netns.New()
-		if err != nil {
-			errc <- err
-			return
-		}
-		if err := netns.Set(orig); err == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.LinkSetUp(lo); err != nil {
-		t.Fatal(err)
-	}
-	return ns, fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(ns))
-}
 
 func must(t *testing.T, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// The fake internet: names and the addresses its DNS server gives them.
-var zone = map[string]string{
-	"allowed.test.":   "198.51.100.10",
-	"twin.test.":      "198.51.100.10", // shares allowed.test's address
-	"other.test.":     "198.51.100.20",
-	"a.wild.test.":    "198.51.100.20",
-	"gist.wild.test.": "198.51.100.20",
-	"rebind.test.":    "127.0.0.1",
-	"private.test.":   "10.99.0.1",
-	"meta.test.":      "169.254.169.254",
-	"cgnat.test.":     "100.64.0.1",
+	nettest.Must(t, err)
 }
 
 const (
-	hostAddr     = "192.0.2.1" // the "host": the uplink namespace
-	upstreamAddr = "192.0.2.2" // the internet's router and resolver
-	daemonPort   = 7433
+	hostAddr     = nettest.HostAddr
+	upstreamAddr = nettest.UpstreamAddr
+	daemonPort   = nettest.DaemonPort
 )
 
-// world is a host namespace whose default route leads into a namespace
-// that plays the internet: a resolver, and HTTP on every address it has.
-type world struct {
-	host, inet netns.NsHandle
-	hostPath   string
-}
+type world struct{ *nettest.World }
 
-func newWorld(t *testing.T) *world {
-	testutil.RequiresRoot(t)
-	w := &world{}
-	w.host, w.hostPath = newNS(t)
-	w.inet, _ = newNS(t)
-	hh, err := netlink.NewHandleAt(w.host)
-	must(t, err)
-	defer hh.Close()
-	ih, err := netlink.NewHandleAt(w.inet)
-	must(t, err)
-	defer ih.Close()
-	must(t, hh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "up0"}, PeerName: "up1", PeerNamespace: netlink.NsFd(int(w.inet))}))
-	up0, err := hh.LinkByName("up0")
-	must(t, err)
-	must(t, hh.AddrAdd(up0, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr(hostAddr), 24)}))
-	must(t, hh.LinkSetUp(up0))
-	must(t, hh.RouteAdd(&netlink.Route{LinkIndex: up0.Attrs().Index, Gw: net.ParseIP(upstreamAddr)}))
-	up1, err := ih.LinkByName("up1")
-	must(t, err)
-	must(t, ih.AddrAdd(up1, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr(upstreamAddr), 24)}))
-	must(t, ih.LinkSetUp(up1))
-	lo, err := ih.LinkByName("lo")
-	must(t, err)
-	for _, a := range []string{"198.51.100.10", "198.51.100.20", "203.0.113.30", "10.99.0.1", "169.254.169.254", "100.64.0.1"} {
-		must(t, ih.AddrAdd(lo, &netlink.Addr{IPNet: ipnet(netip.MustParseAddr(a), 32)}))
-	}
+func newWorld(t *testing.T) *world { return &world{nettest.NewWorld(t)} }
 
-	// The internet's resolver.
-	handler := dns.HandlerFunc(func(rw dns.ResponseWriter, q *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(q)
-		qs := q.Question[0]
-		a, ok := zone[strings.ToLower(qs.Name)]
-		switch {
-		case !ok:
-			m.Rcode = dns.RcodeNameError
-		case qs.Qtype == dns.TypeA:
-			rr, _ := dns.NewRR(qs.Name + " 5 IN A " + a)
-			m.Answer = append(m.Answer, rr)
-		}
-		rw.WriteMsg(m)
-	})
-	var pc net.PacketConn
-	var ln, web, web8080 net.Listener
-	must(t, inNS(w.inet, func() (err error) {
-		if pc, err = net.ListenPacket("udp4", upstreamAddr+":53"); err != nil {
-			return err
-		}
-		if ln, err = net.Listen("tcp4", upstreamAddr+":53"); err != nil {
-			return err
-		}
-		if web, err = net.Listen("tcp4", ":80"); err != nil {
-			return err
-		}
-		web8080, err = net.Listen("tcp4", ":8080")
-		return err
-	}))
-	for _, s := range []*dns.Server{{PacketConn: pc, Handler: handler}, {Listener: ln, Handler: handler}} {
-		go s.ActivateAndServe()
-		t.Cleanup(func() { s.Shutdown() })
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(rw, "hello from %s at %s", r.Host, r.Context().Value(http.LocalAddrContextKey))
-	})}
-	go srv.Serve(web)
-	go srv.Serve(web8080)
-	t.Cleanup(func() { srv.Close() })
-
-	// The daemon's port on the host.
-	var daemon net.Listener
-	must(t, inNS(w.host, func() (err error) {
-		daemon, err = net.Listen("tcp4", fmt.Sprintf(":%d", daemonPort))
-		return err
-	}))
-	go func() {
-		for {
-			c, err := daemon.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("daemon\n"))
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { daemon.Close() })
-	return w
-}
+func newNS(t *testing.T) (netns.NsHandle, string) { return nettest.NewNS(t) }
 
 func (w *world) manager(t *testing.T, allowPrivate ...netip.Prefix) *Manager {
-	m, err := New(Config{NetNS: w.hostPath, Upstream: []string{upstreamAddr}, AllowPrivate: allowPrivate})
+	m, err := New(Config{NetNS: w.HostPath, Upstream: []string{upstreamAddr}, AllowPrivate: allowPrivate})
 	must(t, err)
 	t.Cleanup(func() {
 		if err := m.Close(); err != nil {
@@ -493,7 +345,7 @@ func TestNoneHasNoRoute(t *testing.T) {
 // session link, and only the shared chains and set in the table.
 func checkClean(t *testing.T, w *world) {
 	t.Helper()
-	h, err := netlink.NewHandleAt(w.host)
+	h, err := netlink.NewHandleAt(w.Host)
 	must(t, err)
 	defer h.Close()
 	links, err := h.LinkList()
@@ -503,7 +355,7 @@ func checkClean(t *testing.T, w *world) {
 			t.Errorf("leaked link %s", l.Attrs().Name)
 		}
 	}
-	c, err := nftables.New(nftables.WithNetNSFd(int(w.host)))
+	c, err := nftables.New(nftables.WithNetNSFd(int(w.Host)))
 	must(t, err)
 	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	must(t, err)
@@ -540,7 +392,7 @@ func TestDumpRuleset(t *testing.T) {
 	s := w.sandbox(t)
 	s.attach(t, m, "sbx1", policy(t, m, "allowlist", []string{"allowed.test", "203.0.113.0/24:8080"}, []string{"198.51.100.99"}))
 	wantOK(t, s, "allowed.test", 80)
-	inNS(w.host, func() error {
+	inNS(w.Host, func() error {
 		out, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
 		t.Logf("%s %v", out, err)
 		return nil
