@@ -38,6 +38,12 @@ func (d *Daemon) openNetwork() (session.Network, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What a daemon before this one left (killed, or stopped with keep)
+	// goes now: an old policy with no forwarder behind it stays in force
+	// no longer than this.
+	if err := m.Reconcile(); err != nil {
+		d.log.Warn("remove the network an earlier daemon left", "error", err)
+	}
 	d.network = m
 	return network.ForSessions(m), nil
 }

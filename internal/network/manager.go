@@ -134,11 +134,16 @@ func (m *Manager) isBlocked(a netip.Addr) bool {
 }
 
 // Reconcile removes what an earlier daemon left: warren's table and every
-// session link (wrn*). Sessions it had keep running without egress until
-// attached again.
+// session link (wrn*), so that nothing of an old policy stays in force
+// (fail closed). Sessions it had keep running without egress. A host
+// without nf_tables has no table to remove: that is not an error here
+// (a session that asks for a network is then refused).
 func (m *Manager) Reconcile() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, err := m.nft.exists(); err != nil {
+		return nil
+	}
 	return m.sweepLocked()
 }
 
