@@ -354,6 +354,15 @@ func (m *Manager) linkUp(s *session, nsPath string) error {
 	if err != nil {
 		return err
 	}
+	// No IPv6 on either end (no link-local address, no router
+	// solicitations): sessions have no IPv6 egress, and the rules refuse
+	// IPv6 too, should the sandbox turn it back on.
+	if err := inNS(m.ns, disableIPv6(ifname)); err != nil {
+		return err
+	}
+	if err := inNS(sns, disableIPv6("eth0")); err != nil {
+		return err
+	}
 	if err := m.nl.AddrAdd(host, &netlink.Addr{IPNet: ipnet(s.gw, 30)}); err != nil {
 		return fmt.Errorf("address %s: %w", ifname, err)
 	}
@@ -394,6 +403,18 @@ func (m *Manager) linkDown(ifname string) error {
 		return err
 	}
 	return m.nl.LinkDel(l)
+}
+
+// disableIPv6 turns IPv6 off on the link ifname of the calling thread's
+// namespace; a kernel without IPv6 has nothing to turn off.
+func disableIPv6(ifname string) func() error {
+	return func() error {
+		err := os.WriteFile("/proc/sys/net/ipv6/conf/"+ifname+"/disable_ipv6", []byte("1\n"), 0o644)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
 }
 
 func ipnet(a netip.Addr, bits int) *net.IPNet {

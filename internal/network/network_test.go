@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"github.com/warrenhq/warren/internal/network/nettest"
+	"golang.org/x/sys/unix"
 )
 
 func must(t *testing.T, err error) {
@@ -79,7 +80,7 @@ func (s *sandbox) resolve(server, name, proto string) (*dns.Msg, error) {
 func (s *sandbox) dial(addr string) (net.Conn, error) {
 	var c net.Conn
 	err := inNS(s.ns, func() (err error) {
-		c, err = net.DialTimeout("tcp4", addr, 3*time.Second)
+		c, err = net.DialTimeout("tcp", addr, 3*time.Second)
 		return err
 	})
 	return c, err
@@ -400,4 +401,117 @@ func TestDumpRuleset(t *testing.T) {
 	start := time.Now()
 	_, err := s.resolve(upstreamAddr, "allowed.test", "udp")
 	t.Logf("other resolver: %v after %v", err, time.Since(start))
+}
+
+// TestIPv6Blocked gives a session's link, the uplink and the internet
+// IPv6 addresses and routes and turns on IPv6 forwarding, as a host with
+// IPv6 would have: the session still reaches neither the internet nor the
+// host over IPv6, and is refused at once (a reset by warren's rules: with
+// no rule the packets would be forwarded and answered).
+func TestIPv6Blocked(t *testing.T) {
+	w := newWorld(t)
+	m := w.manager(t)
+	s := w.sandbox(t)
+	s.attach(t, m, "sbx1", policy(t, m, "open", nil, nil))
+
+	addr := func(h *netlink.Handle, link, a string) {
+		t.Helper()
+		l, err := h.LinkByName(link)
+		must(t, err)
+		must(t, h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(a), Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD}))
+	}
+	route := func(h *netlink.Handle, dst, gw string) {
+		t.Helper()
+		_, d, _ := net.ParseCIDR(dst)
+		must(t, h.RouteAdd(&netlink.Route{Dst: d, Gw: net.ParseIP(gw)}))
+	}
+	hh, err := netlink.NewHandleAt(w.Host)
+	must(t, err)
+	defer hh.Close()
+	ih, err := netlink.NewHandleAt(w.Inet)
+	must(t, err)
+	defer ih.Close()
+	sh, err := netlink.NewHandleAt(s.ns)
+	must(t, err)
+	defer sh.Close()
+	// As attached, the session has no IPv6 at all.
+	if c, err := s.dial("[2001:db8:2::2]:80"); err == nil {
+		c.Close()
+		t.Errorf("a fresh session dialled out over IPv6")
+	} else if !errors.Is(err, unix.ENETUNREACH) {
+		t.Errorf("IPv6 from a fresh session: %v; want network unreachable", err)
+	}
+	// warren turned IPv6 off on both ends of the link; a sandbox with
+	// CAP_NET_ADMIN could turn its end back on, and the host's end might
+	// be turned on by the host's own configuration.
+	must(t, inNS(w.Host, func() error {
+		return os.WriteFile("/proc/sys/net/ipv6/conf/"+s.info.Interface+"/disable_ipv6", []byte("0\n"), 0o644)
+	}))
+	must(t, inNS(s.ns, func() error {
+		return os.WriteFile("/proc/sys/net/ipv6/conf/eth0/disable_ipv6", []byte("0\n"), 0o644)
+	}))
+	addr(hh, s.info.Interface, "2001:db8:1::1")
+	addr(sh, "eth0", "2001:db8:1::2")
+	addr(hh, "up0", "2001:db8:2::1")
+	addr(ih, "up1", "2001:db8:2::2")
+	route(sh, "::/0", "2001:db8:1::1")
+	// Static neighbours: the host's rules refuse the session's neighbour
+	// discovery too, and the test is of the rules on real traffic.
+	neigh := func(h *netlink.Handle, link, ip string, peer netlink.Link) {
+		t.Helper()
+		l, err := h.LinkByName(link)
+		must(t, err)
+		must(t, h.NeighAdd(&netlink.Neigh{LinkIndex: l.Attrs().Index, Family: netlink.FAMILY_V6, State: netlink.NUD_PERMANENT,
+			IP: net.ParseIP(ip), HardwareAddr: peer.Attrs().HardwareAddr}))
+	}
+	hostEnd, err := hh.LinkByName(s.info.Interface)
+	must(t, err)
+	sbxEnd, err := sh.LinkByName("eth0")
+	must(t, err)
+	neigh(sh, "eth0", "2001:db8:1::1", hostEnd)
+	neigh(hh, s.info.Interface, "2001:db8:1::2", sbxEnd)
+	route(ih, "2001:db8:1::/64", "2001:db8:2::1")
+	must(t, inNS(w.Host, func() error {
+		return os.WriteFile("/proc/sys/net/ipv6/conf/all/forwarding", []byte("1\n"), 0o644)
+	}))
+	listen := func(ns netns.NsHandle, a string) {
+		var ln net.Listener
+		must(t, inNS(ns, func() (err error) { ln, err = net.Listen("tcp6", a); return err }))
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	listen(w.Inet, "[2001:db8:2::2]:80")
+	listen(w.Host, "[::]:7434")
+	// The path exists: the host reaches the internet over IPv6.
+	must(t, inNS(w.Host, func() error {
+		c, err := net.DialTimeout("tcp6", "[2001:db8:2::2]:80", 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}))
+	for _, tc := range []struct{ addr, host, reason string }{
+		{"[2001:db8:2::2]:80", "2001:db8:2::2", reasonIPv6},
+		{"[2001:db8:1::1]:7434", "2001:db8:1::1", reasonBlocked},
+	} {
+		start := time.Now()
+		c, err := s.dial(tc.addr)
+		if err == nil {
+			c.Close()
+			t.Errorf("the session reached %s over IPv6", tc.addr)
+			continue
+		}
+		if !errors.Is(err, unix.ECONNREFUSED) || time.Since(start) > time.Second {
+			t.Errorf("dial %s: %v after %v; want refused at once by warren's rules", tc.addr, err, time.Since(start))
+		}
+		wantDenial(t, m, "sbx1", Denial{Host: tc.host, Proto: "ipv6", Reason: tc.reason})
+	}
 }
