@@ -387,8 +387,36 @@ func (m *Manager) linkUp(s *session, nsPath string) error {
 	if err := h.RouteAdd(&netlink.Route{LinkIndex: peer.Attrs().Index, Gw: net.IP(s.gw.AsSlice())}); err != nil {
 		return fmt.Errorf("default route in the sandbox: %w", err)
 	}
+	// A packet sent before both ends are operational is dropped (the
+	// first SYN then waits a second for its retransmission): wait the
+	// tens of microseconds that takes.
+	if err := waitUp(m.nl, ifname, h, "eth0"); err != nil {
+		return err
+	}
 	ok = true
 	return nil
+}
+
+// waitUp waits until two links are operationally up.
+func waitUp(h1 *netlink.Handle, n1 string, h2 *netlink.Handle, n2 string) error {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		a, err := h1.LinkByName(n1)
+		if err != nil {
+			return err
+		}
+		b, err := h2.LinkByName(n2)
+		if err != nil {
+			return err
+		}
+		if a.Attrs().OperState == netlink.OperUp && b.Attrs().OperState == netlink.OperUp {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s is not up after 2 s (state %s and %s)", n1, a.Attrs().OperState, b.Attrs().OperState)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }
 
 // linkDown deletes the host side, which takes the sandbox's end with it;
