@@ -496,6 +496,13 @@ func (m *Manager) Update(name string, p Policy) error {
 		}
 	}
 	s.policy, s.pins = p, pins
+	if err := m.dropFlows(s.nft.addr, func(dst netip.Addr, proto uint8, port uint16) bool {
+		return s.allows(p, keep, dst, proto, port)
+	}); err != nil {
+		// The new policy is in force for every new connection; only
+		// connections already open to what it refuses may go on.
+		m.log.Warn("end a session's connections its new network policy refuses", "sandbox", name, "error", err)
+	}
 	return nil
 }
 
@@ -532,7 +539,7 @@ func (m *Manager) Detach(name string) error {
 	s.fwd.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := errors.Join(m.nft.removeSession(s.nft), m.linkDown(s.nft.ifname))
+	err := errors.Join(m.nft.removeSession(s.nft), m.linkDown(s.nft.ifname), m.dropFlows(s.nft.addr, nil))
 	m.mu.Lock()
 	delete(m.used, s.idx)
 	m.mu.Unlock()

@@ -515,3 +515,45 @@ func TestIPv6Blocked(t *testing.T) {
 		wantDenial(t, m, "sbx1", Denial{Host: tc.host, Proto: "ipv6", Reason: tc.reason})
 	}
 }
+
+// TestLiveChangeEndsConnections: a policy change applies to connections
+// already open too: one to a name taken off the list is reset at its next
+// packet, one to a name still allowed goes on.
+func TestLiveChangeEndsConnections(t *testing.T) {
+	w := newWorld(t)
+	m := w.manager(t)
+	s := w.sandbox(t)
+	s.attach(t, m, "sbx1", policy(t, m, "allowlist", []string{"allowed.test", "other.test"}, nil))
+	open := func(name string) net.Conn {
+		t.Helper()
+		r, err := s.resolve(s.info.Gateway.String(), name, "udp")
+		if err != nil || len(r.Answer) != 1 {
+			t.Fatalf("resolve %s: %v %v", name, r, err)
+		}
+		c, err := s.dial(net.JoinHostPort(r.Answer[0].(*dns.A).A.String(), "7"))
+		must(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	echo := func(c net.Conn, msg string) error {
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return err
+		}
+		b := make([]byte, len(msg))
+		_, err := io.ReadFull(c, b)
+		return err
+	}
+	gone, kept := open("allowed.test"), open("other.test")
+	must(t, echo(gone, "a"))
+	must(t, echo(kept, "a"))
+	must(t, m.Update("sbx1", policy(t, m, "allowlist", []string{"other.test"}, nil)))
+	if err := echo(gone, "b"); !errors.Is(err, unix.ECONNRESET) {
+		t.Errorf("a connection to a name taken off the list: %v; want it reset", err)
+	}
+	if err := echo(kept, "b"); err != nil {
+		t.Errorf("a connection to a name still allowed: %v", err)
+	}
+	must(t, m.Detach("sbx1"))
+	checkClean(t, w)
+}

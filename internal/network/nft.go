@@ -253,7 +253,8 @@ func (n *nft) updateSession(s *nftSession, p Policy, pins map[uint16]map[netip.A
 }
 
 // fillSession adds (to the batch in c) the sets of policy p and the rules
-// of the session's chain, in order: spoofed sources dropped; IPv6, the
+// of the session's chain, in order: spoofed sources dropped; packets of
+// connections already let through accepted; IPv6, the
 // always-blocked ranges and DNS to other resolvers refused; then open
 // accepts, or allowlist accepts the pinned addresses and allowed CIDRs of
 // each port group, after refusing the deny CIDRs; the rest refused.
@@ -266,6 +267,10 @@ func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch *nftables.Chain, p
 		add(pre, logDenied(s.short, code), rejectOther())
 	}
 	add(ipv4(), loadAddr(12), addrMatchNot(s.addr), drop())
+	// Connections the policy let through go on (a pin that expires
+	// does not cut a long download); a policy change ends those it no
+	// longer allows by deleting their conntrack entries (conntrack.go).
+	add(ctEstablished(), accept())
 	refuse('6', nfproto(unix.NFPROTO_IPV6))
 	add(ipv4(), loadAddr(16), lookup(n.blocked, false), l4(unix.IPPROTO_TCP), logDenied(s.short, 'b'), rejectTCP())
 	add(ipv4(), loadAddr(16), lookup(n.blocked, false), logDenied(s.short, 'b'), rejectOther())

@@ -6,6 +6,7 @@ package nettest
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -123,7 +124,7 @@ const (
 // World is a host namespace whose default route leads into a namespace
 // that plays the internet: a resolver at UpstreamAddr answering Zone, and
 // HTTP on ports 80 and 8080 of every address it has, answering
-// "hello from HOST at ADDR".
+// "hello from HOST at ADDR", and a TCP echo on port 7.
 type World struct {
 	Host, Inet netns.NsHandle
 	// HostPath opens Host (network.Config.NetNS).
@@ -174,7 +175,7 @@ func NewWorld(t *testing.T) *World {
 		rw.WriteMsg(m)
 	})
 	var pc net.PacketConn
-	var ln, web, web8080 net.Listener
+	var ln, web, web8080, echo net.Listener
 	Must(t, Do(w.Inet, func() (err error) {
 		if pc, err = net.ListenPacket("udp4", UpstreamAddr+":53"); err != nil {
 			return err
@@ -185,9 +186,23 @@ func NewWorld(t *testing.T) *World {
 		if web, err = net.Listen("tcp4", ":80"); err != nil {
 			return err
 		}
-		web8080, err = net.Listen("tcp4", ":8080")
+		if web8080, err = net.Listen("tcp4", ":8080"); err != nil {
+			return err
+		}
+		echo, err = net.Listen("tcp4", ":7")
 		return err
 	}))
+	// Echo on port 7, for connections that stay open.
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() { echo.Close() })
 	for _, s := range []*dns.Server{{PacketConn: pc, Handler: handler}, {Listener: ln, Handler: handler}} {
 		go s.ActivateAndServe()
 		t.Cleanup(func() { s.Shutdown() })
