@@ -557,3 +557,48 @@ func TestLiveChangeEndsConnections(t *testing.T) {
 	must(t, m.Detach("sbx1"))
 	checkClean(t, w)
 }
+
+// TestReconcileAfterCrash: a daemon that died without cleaning up leaves
+// its table, links and rules; the next one's Reconcile removes them all,
+// so no old policy stays in force without its forwarder.
+func TestReconcileAfterCrash(t *testing.T) {
+	w := newWorld(t)
+	crashed, err := New(Config{NetNS: w.HostPath, Upstream: []string{upstreamAddr}})
+	must(t, err)
+	s := w.sandbox(t)
+	s.attach(t, crashed, "sbx1", policy(t, crashed, "open", nil, nil))
+	wantOK(t, s, "allowed.test", 80)
+	// The crashed daemon's forwarder dies with it; its kernel state stays.
+	crashed.mu.Lock()
+	for _, ss := range crashed.sessions {
+		ss.fwd.stop()
+	}
+	crashed.dlog.close()
+	crashed.mu.Unlock()
+
+	next := w.manager(t)
+	must(t, next.Reconcile())
+	if c, err := s.dial("198.51.100.10:80"); err == nil {
+		c.Close()
+		t.Errorf("the session still reaches out after the next daemon's reconcile")
+	}
+	h, err := netlink.NewHandleAt(w.Host)
+	must(t, err)
+	defer h.Close()
+	links, _ := h.LinkList()
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, ifPrefix) {
+			t.Errorf("link %s left after reconcile", l.Attrs().Name)
+		}
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(int(w.Host)))
+	must(t, err)
+	tables, _ := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	for _, tb := range tables {
+		if tb.Name == TableName {
+			t.Errorf("table %s left after reconcile", tb.Name)
+		}
+	}
+	crashed.nl.Close()
+	crashed.ns.Close()
+}

@@ -51,10 +51,22 @@ func ipnet(a string, bits int) *net.IPNet {
 	return &net.IPNet{IP: net.ParseIP(a).To4(), Mask: net.CIDRMask(bits, 32)}
 }
 
-// newNS makes an anonymous network namespace with lo up; it vanishes,
-// with every link in it, when the test closes its handle.
-func NewNS(t *testing.T) (netns.NsHandle, string) {
+// NewNS makes an anonymous network namespace with lo up; it vanishes,
+// with every link in it, when the test ends.
+func NewNS(t testing.TB) (netns.NsHandle, string) {
 	t.Helper()
+	ns, path, err := Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return ns, path
+}
+
+// Create makes an anonymous network namespace with lo up, and a path that
+// opens it; it vanishes when the caller closes the handle (and nothing
+// else holds it).
+func Create() (netns.NsHandle, string, error) {
 	errc := make(chan error, 1)
 	var ns netns.NsHandle
 	go func() {
@@ -76,26 +88,25 @@ func NewNS(t *testing.T) (netns.NsHandle, string) {
 		errc <- nil
 	}()
 	if err := <-errc; err != nil {
-		t.Fatal(err)
+		return ns, "", err
 	}
-	t.Cleanup(func() { ns.Close() })
 	h, err := netlink.NewHandleAt(ns)
+	if err == nil {
+		defer h.Close()
+		var lo netlink.Link
+		if lo, err = h.LinkByName("lo"); err == nil {
+			err = h.LinkSetUp(lo)
+		}
+	}
 	if err != nil {
-		t.Fatal(err)
+		ns.Close()
+		return ns, "", err
 	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.LinkSetUp(lo); err != nil {
-		t.Fatal(err)
-	}
-	return ns, fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(ns))
+	return ns, fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(ns)), nil
 }
 
 // Must fails the test on err.
-func Must(t *testing.T, err error) {
+func Must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +143,7 @@ type World struct {
 }
 
 // NewWorld builds a World; it is gone when the test ends.
-func NewWorld(t *testing.T) *World {
+func NewWorld(t testing.TB) *World {
 	testutil.RequiresRoot(t)
 	w := &World{}
 	w.Host, w.HostPath = NewNS(t)
