@@ -19,6 +19,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"github.com/warrenhq/warren/internal/network/nettest"
+	"golang.org/x/net/icmp"
+	xipv4 "golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
 
@@ -601,4 +603,60 @@ func TestReconcileAfterCrash(t *testing.T) {
 	}
 	crashed.nl.Close()
 	crashed.ns.Close()
+}
+
+// TestICMP: pings go out in open mode (masqueraded like the rest) and are
+// refused at once toward what is always blocked.
+func TestICMP(t *testing.T) {
+	w := newWorld(t)
+	m := w.manager(t)
+	s := w.sandbox(t)
+	s.attach(t, m, "sbx1", policy(t, m, "open", nil, nil))
+	ping := func(dst string) (reply bool, err error) {
+		err = inNS(s.ns, func() error {
+			c, err := icmp.ListenPacket("ip4:icmp", "0.0.0.0")
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			msg := icmp.Message{Type: xipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: 7, Seq: 1, Data: []byte("warren")}}
+			b, _ := msg.Marshal(nil)
+			if _, err := c.WriteTo(b, &net.IPAddr{IP: net.ParseIP(dst)}); err != nil {
+				return err
+			}
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			buf := make([]byte, 1500)
+			for {
+				n, _, err := c.ReadFrom(buf)
+				if err != nil {
+					return err
+				}
+				r, err := icmp.ParseMessage(1, buf[:n])
+				if err != nil {
+					continue
+				}
+				switch r.Type {
+				case xipv4.ICMPTypeEchoReply:
+					reply = true
+					return nil
+				case xipv4.ICMPTypeDestinationUnreachable:
+					return fmt.Errorf("unreachable (code %d)", r.Code)
+				}
+			}
+		})
+		return reply, err
+	}
+	if ok, err := ping("198.51.100.10"); !ok {
+		t.Errorf("ping in open mode: %v", err)
+	}
+	for _, dst := range []string{"10.99.0.1", "169.254.169.254", hostAddr} {
+		start := time.Now()
+		ok, err := ping(dst)
+		if ok {
+			t.Errorf("ping %s answered", dst)
+		} else if err == nil || !strings.Contains(err.Error(), "unreachable") || time.Since(start) > 500*time.Millisecond {
+			t.Errorf("ping %s: %v after %v; want unreachable at once", dst, err, time.Since(start))
+		}
+	}
+	wantDenial(t, m, "sbx1", Denial{Host: "169.254.169.254", Proto: "icmp", Reason: reasonBlocked})
 }
