@@ -15,6 +15,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultRange is where sessions' addresses come from: one /30 each (the
@@ -409,7 +410,24 @@ func waitUp(h1 *netlink.Handle, n1 string, h2 *netlink.Handle, n2 string) error 
 		if err != nil {
 			return err
 		}
-		if a.Attrs().OperState == netlink.OperUp && b.Attrs().OperState == netlink.OperUp {
+		// The kernel marks a link up a moment before it gives it its
+		// real queueing discipline; until then ("noop") it drops.
+		ready := func(h *netlink.Handle, l netlink.Link) bool {
+			if l.Attrs().OperState != netlink.OperUp {
+				return false
+			}
+			qs, err := h.QdiscList(l)
+			if err != nil || len(qs) == 0 {
+				return false // noop is not listed
+			}
+			for _, q := range qs {
+				if q.Type() == "noop" {
+					return false
+				}
+			}
+			return true
+		}
+		if ready(h1, a) && ready(h2, b) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -430,7 +448,12 @@ func (m *Manager) linkDown(ifname string) error {
 		}
 		return err
 	}
-	return m.nl.LinkDel(l)
+	// A link whose sandbox's namespace is being torn down may vanish
+	// between the lookup and the delete.
+	if err := m.nl.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+		return err
+	}
+	return nil
 }
 
 // disableIPv6 turns IPv6 off on the link ifname of the calling thread's

@@ -198,7 +198,27 @@ func TestAllowlist(t *testing.T) {
 	p := policy(t, m, "allowlist", []string{"allowed.test", "*.wild.test", "203.0.113.30:8080", "rebind.test", "private.test", "meta.test"}, []string{"gist.wild.test"})
 	s.attach(t, m, "sbx1", p)
 
+	// An allowed name's address is reachable only once the session's
+	// forwarder resolved it.
+	wantRefused(t, s, "198.51.100.10", 80, "an allowed name's address before any DNS")
 	wantOK(t, s, "allowed.test", 80)
+	if body, err := s.get("198.51.100.10", 80); err != nil || !strings.HasPrefix(body, "hello") {
+		t.Errorf("an allowed name's address after DNS: %q %v", body, err)
+	}
+	// No IPv6: an AAAA question gets an empty answer, so clients go to
+	// IPv4 at once.
+	must(t, inNS(s.ns, func() error {
+		q := new(dns.Msg)
+		q.SetQuestion("allowed.test.", dns.TypeAAAA)
+		r, err := dns.Exchange(q, net.JoinHostPort(s.info.Gateway.String(), "53"))
+		if err != nil {
+			return err
+		}
+		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 {
+			t.Errorf("AAAA of an allowed name: %v", r)
+		}
+		return nil
+	}))
 	wantOK(t, s, "allowed.test", 8080)
 
 	_, err := s.get("other.test", 80)
@@ -250,6 +270,8 @@ func TestAllowlist(t *testing.T) {
 		}
 	}
 	wantDenial(t, m, "sbx1", Denial{Host: upstreamAddr, Port: 53, Proto: "tcp", Reason: reasonDNS})
+	wantRefused(t, s, upstreamAddr, 853, "DNS over TLS to another resolver")
+	wantDenial(t, m, "sbx1", Denial{Host: upstreamAddr, Port: 853, Proto: "tcp", Reason: reasonDNS})
 	for _, a := range []string{hostAddr, s.info.Gateway.String()} {
 		wantRefused(t, s, a, daemonPort, "the host's address")
 	}

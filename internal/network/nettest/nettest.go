@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
@@ -45,6 +46,27 @@ func Do(ns netns.NsHandle, fn func() error) error {
 		errc <- err
 	}()
 	return <-errc
+}
+
+// waitUp waits until two links are operationally up with their queueing
+// discipline in place.
+func waitUp(h1 *netlink.Handle, n1 string, h2 *netlink.Handle, n2 string) error {
+	ready := func(h *netlink.Handle, name string) bool {
+		l, err := h.LinkByName(name)
+		if err != nil || l.Attrs().OperState != netlink.OperUp {
+			return false
+		}
+		qs, err := h.QdiscList(l)
+		return err == nil && len(qs) > 0 && qs[0].Type() != "noop"
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !ready(h1, n1) || !ready(h2, n2) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("links %s and %s are not up after 2 s", n1, n2)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return nil
 }
 
 func ipnet(a string, bits int) *net.IPNet {
@@ -164,6 +186,8 @@ func NewWorld(t testing.TB) *World {
 	Must(t, err)
 	Must(t, ih.AddrAdd(up1, &netlink.Addr{IPNet: ipnet(UpstreamAddr, 24)}))
 	Must(t, ih.LinkSetUp(up1))
+	// Packets sent before both ends are operational are dropped.
+	Must(t, waitUp(hh, "up0", ih, "up1"))
 	lo, err := ih.LinkByName("lo")
 	Must(t, err)
 	for _, a := range []string{"198.51.100.10", "198.51.100.20", "203.0.113.30", "10.99.0.1", "169.254.169.254", "100.64.0.1"} {
