@@ -24,6 +24,9 @@ const (
 // upstreamTimeout bounds one question to one upstream resolver.
 const upstreamTimeout = 4 * time.Second
 
+// systemdResolvConf lists the servers systemd-resolved forwards to.
+var systemdResolvConf = "/run/systemd/resolve/resolv.conf"
+
 // HostResolvers reads the name servers of resolv.conf at path. A stub on
 // 127.0.0.53 (systemd-resolved) is swapped for the servers it forwards to,
 // from /run/systemd/resolve/resolv.conf, since the forwarder may run in a
@@ -33,8 +36,8 @@ func HostResolvers(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if slices.Contains(servers, "127.0.0.53") {
-		if real, err := readResolvConf("/run/systemd/resolve/resolv.conf"); err == nil && len(real) > 0 {
+	if slices.Contains(servers, "127.0.0.53:53") {
+		if real, err := readResolvConf(systemdResolvConf); err == nil && len(real) > 0 {
 			servers = real
 		}
 	}

@@ -78,11 +78,14 @@ func (s *sandbox) resolve(server, name, proto string) (*dns.Msg, error) {
 	return r, err
 }
 
+// dialTimeout bounds a dial from a sandbox; a refusal comes far sooner.
+var dialTimeout = 3 * time.Second
+
 // dial connects from inside the sandbox.
 func (s *sandbox) dial(addr string) (net.Conn, error) {
 	var c net.Conn
 	err := inNS(s.ns, func() (err error) {
-		c, err = net.DialTimeout("tcp", addr, 3*time.Second)
+		c, err = net.DialTimeout("tcp", addr, dialTimeout)
 		return err
 	})
 	return c, err
@@ -681,4 +684,35 @@ func TestICMP(t *testing.T) {
 		}
 	}
 	wantDenial(t, m, "sbx1", Denial{Host: "169.254.169.254", Proto: "icmp", Reason: reasonBlocked})
+}
+
+// TestEgressInterface: with network.egress_interface set, sessions'
+// traffic is masqueraded out of that interface only; out of another it
+// keeps its session address, which the internet cannot answer.
+func TestEgressInterface(t *testing.T) {
+	for _, tc := range []struct {
+		egress string
+		works  bool
+	}{{"up0", true}, {"other0", false}} {
+		t.Run(tc.egress, func(t *testing.T) {
+			w := newWorld(t)
+			m, err := New(Config{NetNS: w.HostPath, Upstream: []string{upstreamAddr}, Egress: tc.egress})
+			must(t, err)
+			defer m.Close()
+			s := w.sandbox(t)
+			s.attach(t, m, "sbx1", policy(t, m, "open", nil, nil))
+			if !tc.works {
+				// The SYN goes out unanswerable: nothing refuses it.
+				dialTimeout = 500 * time.Millisecond
+				defer func() { dialTimeout = 3 * time.Second }()
+			}
+			c, err := s.dial("198.51.100.10:7")
+			if err == nil {
+				c.Close()
+			}
+			if (err == nil) != tc.works {
+				t.Errorf("egress %s: dial: %v; want it to work: %v", tc.egress, err, tc.works)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package network
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 )
@@ -147,5 +148,35 @@ func TestDenialRing(t *testing.T) {
 	l := r.list()
 	if len(l) != MaxDenials || l[0].Port != 10 || l[len(l)-1].Port != MaxDenials+9 {
 		t.Errorf("ring kept %d, first %d, last %d", len(l), l[0].Port, l[len(l)-1].Port)
+	}
+}
+
+func TestHostResolvers(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	plain := write("plain", "# comment\nsearch example\nnameserver 192.0.2.53\nnameserver 2001:db8::53\nnameserver bogus\noptions edns0\n")
+	stub := write("stub", "nameserver 127.0.0.53\noptions edns0 trust-ad\n")
+	systemdResolvConf = write("systemd", "nameserver 198.51.100.53\nnameserver 198.51.100.54\n")
+	defer func() { systemdResolvConf = "/run/systemd/resolve/resolv.conf" }()
+	for _, tc := range []struct {
+		path string
+		want string
+	}{
+		{plain, "[192.0.2.53:53 [2001:db8::53]:53]"},
+		{stub, "[198.51.100.53:53 198.51.100.54:53]"}, // the stub is not reachable from a session's uplink
+	} {
+		got, err := HostResolvers(tc.path)
+		if err != nil || fmt.Sprint(got) != tc.want {
+			t.Errorf("HostResolvers(%s) = %v, %v; want %s", tc.path, got, err, tc.want)
+		}
+	}
+	if _, err := HostResolvers(write("empty", "search x\n")); err == nil {
+		t.Errorf("a resolv.conf without servers gave no error")
 	}
 }
