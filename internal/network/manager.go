@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -56,7 +57,9 @@ type Manager struct {
 	ready    bool
 	sessions map[string]*session
 	used     map[uint32]bool // /30 blocks in use, by index
-	blocked  []span          // what is in the blocked4 set
+	// blocked is what is in the blocked4 set; written under mu, read
+	// without it by the forwarders (an attach holds mu for milliseconds).
+	blocked atomic.Pointer[[]span]
 }
 
 // session is one session's network.
@@ -129,9 +132,8 @@ func (m *Manager) Blocked(p netip.Prefix) bool {
 }
 
 func (m *Manager) isBlocked(a netip.Addr) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return contains(m.blocked, a)
+	b := m.blocked.Load()
+	return b == nil || contains(*b, a)
 }
 
 // Reconcile removes what an earlier daemon left: warren's table and every
@@ -201,7 +203,7 @@ func (m *Manager) readyLocked() error {
 	if err := m.nft.install(m.cfg.Range, m.cfg.Egress, blocked); err != nil {
 		return err
 	}
-	m.blocked = blocked
+	m.blocked.Store(&blocked)
 	if err := inNS(m.ns, enableForwarding(m.log)); err != nil {
 		return err
 	}
@@ -292,11 +294,11 @@ func (m *Manager) Attach(name, nsPath string, p Policy) (*Info, error) {
 	// The host's addresses may have changed since the table was made.
 	if blocked, err := m.blockedNowLocked(); err != nil {
 		return fail(err)
-	} else if !slices.Equal(blocked, m.blocked) {
+	} else if !slices.Equal(blocked, *m.blocked.Load()) {
 		if err := m.nft.setBlocked(blocked); err != nil {
 			return fail(fmt.Errorf("update the always-blocked set: %w", err))
 		}
-		m.blocked = blocked
+		m.blocked.Store(&blocked)
 	}
 	if err := m.linkUp(s, nsPath); err != nil {
 		return fail(err)
