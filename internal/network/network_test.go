@@ -364,7 +364,7 @@ func TestNoneHasNoRoute(t *testing.T) {
 	w.manager(t)
 	s := w.sandbox(t)
 	_, err := s.dial("198.51.100.10:80")
-	if !errors.Is(err, syscallENETUNREACH) {
+	if !errors.Is(err, unix.ENETUNREACH) {
 		t.Errorf("dial from a namespace with no attachment: %v; want network unreachable", err)
 	}
 }

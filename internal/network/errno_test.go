@@ -1,5 +1,0 @@
-package network
-
-import "syscall"
-
-var syscallENETUNREACH = syscall.ENETUNREACH
