@@ -210,6 +210,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"GET /v1/sessions/{id}/files",
 		"GET /v1/sessions/{id}/files/list",
 		"GET /v1/sessions/{id}/files/stat",
+		"GET /v1/sessions/{id}/network",
+		"GET /v1/sessions/{id}/network/denials",
 		"GET /v1/sessions/{id}/port-forward/{port}",
 		"GET /v1/sessions/{id}/ports",
 		"GET /v1/sessions/{id}/processes",
@@ -224,6 +226,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"GET /v1/tenants/{name}",
 		"GET /v1/workspaces",
 		"GET /v1/workspaces/{name}",
+		"PATCH /v1/sessions/{id}/network",
 		"POST /v1/images",
 		"POST /v1/images/prune",
 		"POST /v1/images/pull",
@@ -246,8 +249,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"PUT /v1/snapshots/{name}/import",
 		"PUT /v1/tenants/{name}",
 	}
-	if len(want) != 58 {
-		t.Fatalf("the route list has %d routes, want the 58 the daemon serves", len(want))
+	if len(want) != 61 {
+		t.Fatalf("the route list has %d routes, want the 61 the daemon serves", len(want))
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("OpenAPIRoutes() mismatch (-want +got):\n%s", diff)
@@ -262,6 +265,9 @@ var goTypes = map[string]reflect.Type{
 	"Limits":               reflect.TypeFor[Limits](),
 	"CreateSessionRequest": reflect.TypeFor[CreateSessionRequest](),
 	"Usage":                reflect.TypeFor[Usage](),
+	"NetworkPolicy":        reflect.TypeFor[NetworkPolicy](),
+	"NetworkDenial":        reflect.TypeFor[NetworkDenial](),
+	"NetworkDenials":       reflect.TypeFor[NetworkDenials](),
 	"Session":              reflect.TypeFor[Session](),
 	"SessionList":          reflect.TypeFor[SessionList](),
 	"ExecRequest":          reflect.TypeFor[ExecRequest](),

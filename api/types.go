@@ -3,7 +3,10 @@
 // same shapes for other languages, and a test keeps the two in step.
 package api
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Limits are a session's hard resource limits. Zero fields take the daemon's
 // defaults.
@@ -24,8 +27,10 @@ type CreateSessionRequest struct {
 	Env    map[string]string `json:"env,omitempty"`
 	Cwd    string            `json:"cwd,omitempty"`
 	Limits *Limits           `json:"limits,omitempty"`
-	// Network is "none" (the only mode so far: loopback only).
-	Network string `json:"network,omitempty"`
+	// Network is the session's egress: "none" (the default: loopback
+	// only), "open", or {"mode": "allowlist", "allow": [...], "deny": [...]}
+	// (docs/NETWORKING.md). A bare string is the mode.
+	Network *NetworkPolicy `json:"network,omitempty"`
 	// TTLSeconds is the idle time after which the session is deleted;
 	// every call refreshes it.
 	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
@@ -45,6 +50,71 @@ type CreateSessionRequest struct {
 	// the snapshotted session's, its image the snapshot's (leave Image
 	// unset or give the same).
 	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// NetworkPolicy is a session's egress policy: the body of PATCH and the
+// answer of GET /v1/sessions/{id}/network.
+type NetworkPolicy struct {
+	// Mode is none, open or allowlist (the default when Allow is given).
+	Mode string `json:"mode,omitempty"`
+	// Allow are exact names, "*." wildcards, IPv4 addresses or CIDRs,
+	// each with an optional ":port"; Deny are names, wildcards, addresses
+	// or CIDRs without ports, and win over Allow.
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// UnmarshalJSON takes a policy object, or a bare mode string ("none",
+// "open"), as the network field was before it had rules.
+func (p *NetworkPolicy) UnmarshalJSON(b []byte) error {
+	var mode string
+	if err := json.Unmarshal(b, &mode); err == nil {
+		*p = NetworkPolicy{Mode: mode}
+		return nil
+	}
+	type plain NetworkPolicy
+	return json.Unmarshal(b, (*plain)(p))
+}
+
+// GetMode, GetAllow and GetDeny read a policy that may be nil (none
+// given), as protobuf's getters do.
+func (p *NetworkPolicy) GetMode() string {
+	if p == nil {
+		return ""
+	}
+	return p.Mode
+}
+
+func (p *NetworkPolicy) GetAllow() []string {
+	if p == nil {
+		return nil
+	}
+	return p.Allow
+}
+
+func (p *NetworkPolicy) GetDeny() []string {
+	if p == nil {
+		return nil
+	}
+	return p.Deny
+}
+
+// NetworkDenial is one connection or name a session's policy refused.
+type NetworkDenial struct {
+	Time time.Time `json:"time"`
+	// Host is the name asked for, or the address connected to.
+	Host string `json:"host"`
+	// Port is the port connected to, 0 for a DNS question.
+	Port int `json:"port"`
+	// Proto is dns, tcp, udp, icmp or ipv6.
+	Proto  string `json:"proto"`
+	Reason string `json:"reason"`
+}
+
+// NetworkDenials is the answer of GET /v1/sessions/{id}/network/denials:
+// the latest denials, oldest first (at most 256 are kept).
+type NetworkDenials struct {
+	Denials []NetworkDenial `json:"denials"`
 }
 
 // Usage is a session's live resource use.

@@ -68,6 +68,7 @@ type Config struct {
 	PreviewDomain string
 	Session       session.Config
 	Auth          Auth
+	Network       Network
 }
 
 // MCPHosts returns MCPAllowedHosts as a list.

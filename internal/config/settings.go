@@ -108,6 +108,21 @@ var settings = []Setting{
 	setting("tenant_defaults.max_snapshots", "tenant-max-snapshots", "snapshots one tenant may keep, unless its settings say otherwise (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxSnapshots }),
 	setting("tenant_defaults.max_exec_timeout", "tenant-max-exec-timeout", "longest timeout a tenant's command may ask for (0: no cap)", func(c *Config) any { return &c.Auth.TenantDefaults.MaxExecTimeout }),
 	setting("tenant_defaults.allow_public_ports", "tenant-allow-public-ports", "let tenants whose settings do not say otherwise make their sessions' ports public (served without authentication)", func(c *Config) any { return &c.Auth.TenantPublicPorts }),
+
+	setting("network.range", "network-range", "IPv4 range the sessions' links are numbered from, one /30 per session with egress (empty: 10.213.0.0/16); it is always blocked to sessions", func(c *Config) any { return &c.Network.Range }),
+	setting("network.egress_interface", "network-egress-interface", "interface sessions' egress is masqueraded out of (empty: whichever the route takes, the default route's)", func(c *Config) any { return &c.Network.EgressInterface }),
+	setting("network.dns_upstream", "network-dns-upstream", "resolvers (ip or ip:port) the sessions' DNS forwarder asks (empty: the host's, from /etc/resolv.conf, or systemd-resolved's upstreams when it names the 127.0.0.53 stub); comma-separated in the flag and environment", func(c *Config) any { return &c.Network.DNSUpstream }),
+	setting("network.allow_private", "network-allow-private", "IPv4 ranges (CIDR) taken out of the always-blocked list, so sessions may reach them (such as a private package mirror); the host's own addresses and the sessions' range stay blocked; comma-separated in the flag and environment", func(c *Config) any { return &c.Network.AllowPrivate }),
+	setting("network.netns", "network-netns", "path of a network namespace that holds the sessions' uplink (their host-side links, warren's nftables table, the DNS forwarder), such as /run/netns/egress (empty: the daemon's own)", func(c *Config) any { return &c.Network.NetNS }),
+}
+
+// Network configures sessions' egress (package network; docs/NETWORKING.md).
+type Network struct {
+	Range           string
+	EgressInterface string
+	DNSUpstream     []string
+	AllowPrivate    []string
+	NetNS           string
 }
 
 // Settings returns every setting, in the order of the TOML file.

@@ -28,6 +28,7 @@ import (
 	"github.com/warrenhq/warren/internal/httpapi"
 	"github.com/warrenhq/warren/internal/image"
 	"github.com/warrenhq/warren/internal/metrics"
+	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/quota"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/session"
@@ -49,6 +50,7 @@ type Daemon struct {
 	cgroups *cgroup.Hierarchy
 	layers  *quota.Layers
 	manager *session.Manager
+	network *network.Manager // sessions' egress (network.go)
 	api     *httpapi.Server
 	edge    *edge.Edge
 	origins *edge.Origins // cors_origins: browser origins besides the daemon's own
@@ -205,10 +207,14 @@ func (d *Daemon) startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	net, err := d.openNetwork()
+	if err != nil {
+		return err
+	}
 	// The metrics hear of Recover's actions, so they come first.
 	d.metrics = metrics.New(prometheus.NewRegistry())
 	d.manager = session.NewManager(d.cfg.Session, session.Deps{Store: d.store, Runtime: sandbox.ForSessions(d.rt), Images: d.images,
-		Tenants: d.tenants, Observer: d.metrics, Layers: layers, Log: d.log})
+		Tenants: d.tenants, Observer: d.metrics, Layers: layers, Log: d.log, Network: net})
 	if err := d.metrics.WatchSessions(d.manager); err != nil {
 		return err
 	}
@@ -366,6 +372,7 @@ func (d *Daemon) release() {
 		}
 	}
 	d.closeLayers()
+	d.closeNetwork()
 	if d.rt != nil {
 		d.rt.Close()
 		d.rt = nil

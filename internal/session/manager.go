@@ -136,6 +136,7 @@ type Manager struct {
 	reaperWG sync.WaitGroup
 
 	tenants Tenants  // nil: only the daemon's limits (immutable)
+	net     Network  // nil: no egress (immutable)
 	obs     Observer // never nil (immutable)
 
 	pool     pool
@@ -186,13 +187,15 @@ type Deps struct {
 	Layers *LayersConfig
 	// Log is the manager's logger; nil: slog.Default().
 	Log *slog.Logger
+	// Network gives sessions egress; nil: every session has mode none.
+	Network Network
 }
 
 // NewManager returns a manager. Call Recover before serving and Close at the
 // end.
 func NewManager(cfg Config, d Deps) *Manager {
 	cfg.fill()
-	m := &Manager{cfg: cfg, store: d.Store, rt: d.Runtime, images: d.Images, log: d.Log, tenants: d.Tenants, obs: d.Observer,
+	m := &Manager{cfg: cfg, store: d.Store, rt: d.Runtime, images: d.Images, log: d.Log, tenants: d.Tenants, obs: d.Observer, net: d.Network,
 		live: map[key]*entry{}, stop: make(chan struct{})}
 	if m.log == nil {
 		m.log = slog.Default()
@@ -366,6 +369,9 @@ type CreateRequest struct {
 	User string
 	// Hidden sessions back stateless runs; they are not listed.
 	Hidden bool
+	// NetworkAllow and NetworkDeny are the rules of the mode Network
+	// (none, open, allowlist; network.go).
+	NetworkAllow, NetworkDeny []string
 	// Workspace names a workspace of the tenant to mount at /workspace,
 	// WorkspaceMode "rw" (the default) or "ro"; Snapshot names a snapshot
 	// to start from (workspaces.go, snapshots.go).
@@ -570,8 +576,9 @@ func (m *Manager) validateCreate(req *CreateRequest) (*Session, error) {
 	if err := checkPath("cwd", req.Cwd); err != nil {
 		return nil, err
 	}
-	if req.Network != "" && req.Network != "none" {
-		return nil, invalid("network %q is not supported; the only mode is \"none\" (loopback only)", req.Network)
+	network, err := m.checkNetwork(req)
+	if err != nil {
+		return nil, err
 	}
 	limits, err := m.resolveLimits(req.Limits)
 	if err != nil {
@@ -640,7 +647,7 @@ func (m *Manager) validateCreate(req *CreateRequest) (*Session, error) {
 		BaseDir:     req.Cwd,
 		Env:         req.Env,
 		Limits:      limits,
-		Network:     "none",
+		Network:     network,
 		Labels:      labels,
 		User:        user,
 	}, nil
@@ -737,6 +744,11 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 			return fail(err) // the request's fault, such as an unknown user
 		}
 		return fail(errdefs.New(errdefs.ErrUnavailable, "could not start the sandbox: %w", err))
+	}
+	if err := m.attachNetwork(ctx, rec, sb, req); err != nil {
+		sb.Destroy(ctx)
+		m.store.DeleteSession(context.WithoutCancel(ctx), rec.Tenant, rec.ID)
+		return fail(err)
 	}
 	e.mu.Lock()
 	rec.State = StateRunning
@@ -1006,6 +1018,7 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 		log.Error("forget session", "session_id", k.id, "tenant", k.tenant, "error", err)
 	}
 	m.detachLayers(rec.Name)
+	m.detachNetwork(rec.Name)
 	m.releaseImage(rec.Name)
 	m.mu.Lock()
 	if m.live[k] == e {

@@ -81,7 +81,7 @@ func (m *Manager) WarmSandboxes() []string {
 // or nil when the pool has none that fits.
 func (m *Manager) takeWarm(rec *Session, req *CreateRequest) *warm {
 	if m.cfg.PoolSize <= 0 || req.Workspace != "" || req.Snapshot != "" || req.User != "" || req.Cwd != "" ||
-		rec.Image != m.cfg.DefaultImage {
+		rec.Image != m.cfg.DefaultImage || rec.Network != "none" {
 		return nil
 	}
 	cur, err := m.images.Get(rec.Image)

@@ -26,6 +26,8 @@ type HostState struct {
 	Cgroups   []string // cgroup directories under the parent
 	Children  []int    // processes whose parent is this process
 	Netns     []string // named network namespaces
+	Links     []string // sessions' host-side links (wrn*)
+	Nft       []string // chains and sets in warren's nftables table
 	Dirs      []string // entries under the watched directories
 	watchDirs []string
 	cgParent  string
@@ -41,6 +43,8 @@ func Snapshot(t testing.TB, cgroupParent string, watchDirs ...string) *HostState
 	s.Cgroups = cgroupDirs(cgroupParent)
 	s.Children = children()
 	s.Netns = netns()
+	s.Links = sessionLinks()
+	s.Nft = nftObjects()
 	for _, d := range watchDirs {
 		s.Dirs = append(s.Dirs, tree(d)...)
 	}
@@ -49,7 +53,8 @@ func Snapshot(t testing.TB, cgroupParent string, watchDirs ...string) *HostState
 
 // CheckLeaks snapshots the host now and registers a cleanup that fails the
 // test if anything was added by then: a mount, a cgroup, a child process, a
-// network namespace, or an entry under the watched directories. Register it
+// network namespace, a session's link (wrn*) or an object in warren's
+// nftables table, or an entry under the watched directories. Register it
 // before the cleanup that stops the daemon under test, so it runs after.
 func CheckLeaks(t testing.TB, cgroupParent string, watchDirs ...string) {
 	t.Helper()
@@ -70,15 +75,19 @@ func (s *HostState) Compare(t testing.TB) {
 		now.Cgroups = cgroupDirs(s.cgParent)
 		now.Children = children()
 		now.Netns = netns()
+		now.Links = sessionLinks()
+		now.Nft = nftObjects()
 		for _, d := range s.watchDirs {
 			now.Dirs = append(now.Dirs, tree(d)...)
 		}
 		added = map[string][]string{
-			"mount":          s.ours(diff(now.Mounts, s.Mounts)),
-			"cgroup":         diff(now.Cgroups, s.Cgroups),
-			"child process":  diff(itoa(now.Children), itoa(s.Children)),
-			"network netns":  diff(now.Netns, s.Netns),
-			"file under dir": diff(now.Dirs, s.Dirs),
+			"mount":           s.ours(diff(now.Mounts, s.Mounts)),
+			"cgroup":          diff(now.Cgroups, s.Cgroups),
+			"child process":   diff(itoa(now.Children), itoa(s.Children)),
+			"network netns":   diff(now.Netns, s.Netns),
+			"session link":    diff(now.Links, s.Links),
+			"nftables object": diff(now.Nft, s.Nft),
+			"file under dir":  diff(now.Dirs, s.Dirs),
 		}
 		clean := true
 		for _, v := range added {

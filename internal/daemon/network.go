@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/warrenhq/warren/internal/network"
+	"github.com/warrenhq/warren/internal/session"
+)
+
+// openNetwork makes the sessions' network service from the [network]
+// settings. Nothing on the host changes until a session asks for egress.
+func (d *Daemon) openNetwork() (session.Network, error) {
+	c := d.cfg.Network
+	nc := network.Config{Egress: c.EgressInterface, Upstream: c.DNSUpstream, NetNS: c.NetNS, Log: d.log.With("component", "network")}
+	if c.Range != "" {
+		p, err := netip.ParsePrefix(c.Range)
+		if err != nil {
+			return nil, fmt.Errorf("network.range %q: %w", c.Range, err)
+		}
+		nc.Range = p
+	}
+	for _, s := range c.AllowPrivate {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("network.allow_private %q: %w", s, err)
+		}
+		nc.AllowPrivate = append(nc.AllowPrivate, p)
+	}
+	for _, u := range c.DNSUpstream {
+		if _, err := netip.ParseAddrPort(u); err != nil {
+			if _, err := netip.ParseAddr(u); err != nil {
+				return nil, fmt.Errorf("network.dns_upstream %q: not an ip or ip:port", u)
+			}
+		}
+	}
+	m, err := network.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	// What a daemon before this one left (killed, or stopped with keep)
+	// goes now: an old policy with no forwarder behind it stays in force
+	// no longer than this.
+	if err := m.Reconcile(); err != nil {
+		d.log.Warn("remove the network an earlier daemon left", "error", err)
+	}
+	d.network = m
+	return network.ForSessions(m), nil
+}
+
+// closeNetwork removes every session's link and warren's nftables table.
+// Sessions kept running for the next daemon lose their egress with it
+// until that daemon attaches them again (docs/NETWORKING.md).
+func (d *Daemon) closeNetwork() {
+	if d.network == nil {
+		return
+	}
+	if err := d.network.Close(); err != nil {
+		d.log.Error("remove the sessions' network", "error", err)
+	}
+	d.network = nil
+}

@@ -1,0 +1,270 @@
+// Package nettest builds, for tests, a small internet of their own: a
+// "host" network namespace whose default route leads into another that
+// holds a resolver and HTTP servers for a few names, so that sessions'
+// egress is tested with real packets that never leave the machine.
+package nettest
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"github.com/warrenhq/warren/internal/testutil"
+)
+
+// Do runs fn on an OS thread in the network namespace ns (sockets it
+// opens stay there).
+func Do(ns netns.NsHandle, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		err = fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
+// waitUp waits until two links are operationally up with their queueing
+// discipline in place.
+func waitUp(h1 *netlink.Handle, n1 string, h2 *netlink.Handle, n2 string) error {
+	ready := func(h *netlink.Handle, name string) bool {
+		l, err := h.LinkByName(name)
+		if err != nil || l.Attrs().OperState != netlink.OperUp {
+			return false
+		}
+		qs, err := h.QdiscList(l)
+		return err == nil && len(qs) > 0 && qs[0].Type() != "noop"
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !ready(h1, n1) || !ready(h2, n2) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("links %s and %s are not up after 2 s", n1, n2)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return nil
+}
+
+func ipnet(a string, bits int) *net.IPNet {
+	return &net.IPNet{IP: net.ParseIP(a).To4(), Mask: net.CIDRMask(bits, 32)}
+}
+
+// NewNS makes an anonymous network namespace with lo up; it vanishes,
+// with every link in it, when the test ends.
+func NewNS(t testing.TB) (netns.NsHandle, string) {
+	t.Helper()
+	ns, path, err := Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return ns, path
+}
+
+// Create makes an anonymous network namespace with lo up, and a path that
+// opens it; it vanishes when the caller closes the handle (and nothing
+// else holds it).
+func Create() (netns.NsHandle, string, error) {
+	errc := make(chan error, 1)
+	var ns netns.NsHandle
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		ns, err = netns.New()
+		if err != nil {
+			errc <- err
+			return
+		}
+		if err := netns.Set(orig); err == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		return ns, "", err
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err == nil {
+		defer h.Close()
+		var lo netlink.Link
+		if lo, err = h.LinkByName("lo"); err == nil {
+			err = h.LinkSetUp(lo)
+		}
+	}
+	if err != nil {
+		ns.Close()
+		return ns, "", err
+	}
+	return ns, fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(ns)), nil
+}
+
+// Must fails the test on err.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The fake internet: names and the addresses its DNS server gives them.
+var Zone = map[string]string{
+	"allowed.test.":   "198.51.100.10",
+	"twin.test.":      "198.51.100.10", // shares allowed.test's address
+	"other.test.":     "198.51.100.20",
+	"a.wild.test.":    "198.51.100.20",
+	"gist.wild.test.": "198.51.100.20",
+	"rebind.test.":    "127.0.0.1",
+	"private.test.":   "10.99.0.1",
+	"meta.test.":      "169.254.169.254",
+	"cgnat.test.":     "100.64.0.1",
+}
+
+const (
+	HostAddr     = "192.0.2.1" // the "host": the uplink namespace
+	UpstreamAddr = "192.0.2.2" // the internet's router and resolver
+	DaemonPort   = 7433        // a listener on the host, standing in for the daemon's port
+)
+
+// World is a host namespace whose default route leads into a namespace
+// that plays the internet: a resolver at UpstreamAddr answering Zone, and
+// HTTP on ports 80 and 8080 of every address it has, answering
+// "hello from HOST at ADDR", and a TCP echo on port 7.
+type World struct {
+	Host, Inet netns.NsHandle
+	// HostPath opens Host (network.Config.NetNS).
+	HostPath string
+}
+
+// NewWorld builds a World; it is gone when the test ends.
+func NewWorld(t testing.TB) *World {
+	testutil.RequiresRoot(t)
+	w := &World{}
+	w.Host, w.HostPath = NewNS(t)
+	w.Inet, _ = NewNS(t)
+	hh, err := netlink.NewHandleAt(w.Host)
+	Must(t, err)
+	defer hh.Close()
+	ih, err := netlink.NewHandleAt(w.Inet)
+	Must(t, err)
+	defer ih.Close()
+	Must(t, hh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "up0"}, PeerName: "up1", PeerNamespace: netlink.NsFd(int(w.Inet))}))
+	up0, err := hh.LinkByName("up0")
+	Must(t, err)
+	Must(t, hh.AddrAdd(up0, &netlink.Addr{IPNet: ipnet(HostAddr, 24)}))
+	Must(t, hh.LinkSetUp(up0))
+	Must(t, hh.RouteAdd(&netlink.Route{LinkIndex: up0.Attrs().Index, Gw: net.ParseIP(UpstreamAddr)}))
+	up1, err := ih.LinkByName("up1")
+	Must(t, err)
+	Must(t, ih.AddrAdd(up1, &netlink.Addr{IPNet: ipnet(UpstreamAddr, 24)}))
+	Must(t, ih.LinkSetUp(up1))
+	// Packets sent before both ends are operational are dropped.
+	Must(t, waitUp(hh, "up0", ih, "up1"))
+	lo, err := ih.LinkByName("lo")
+	Must(t, err)
+	for _, a := range []string{"198.51.100.10", "198.51.100.20", "203.0.113.30", "10.99.0.1", "169.254.169.254", "100.64.0.1"} {
+		Must(t, ih.AddrAdd(lo, &netlink.Addr{IPNet: ipnet(a, 32)}))
+	}
+
+	// The internet's resolver.
+	handler := dns.HandlerFunc(func(rw dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		qs := q.Question[0]
+		a, ok := Zone[strings.ToLower(qs.Name)]
+		switch {
+		case !ok:
+			m.Rcode = dns.RcodeNameError
+		case qs.Qtype == dns.TypeA:
+			rr, _ := dns.NewRR(qs.Name + " 5 IN A " + a)
+			m.Answer = append(m.Answer, rr)
+		}
+		rw.WriteMsg(m)
+	})
+	var pc net.PacketConn
+	var ln, web, web8080, echo net.Listener
+	Must(t, Do(w.Inet, func() (err error) {
+		if pc, err = net.ListenPacket("udp4", UpstreamAddr+":53"); err != nil {
+			return err
+		}
+		if ln, err = net.Listen("tcp4", UpstreamAddr+":53"); err != nil {
+			return err
+		}
+		if web, err = net.Listen("tcp4", ":80"); err != nil {
+			return err
+		}
+		if web8080, err = net.Listen("tcp4", ":8080"); err != nil {
+			return err
+		}
+		echo, err = net.Listen("tcp4", ":7")
+		return err
+	}))
+	// Echo on port 7, for connections that stay open.
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() { echo.Close() })
+	for _, s := range []*dns.Server{{PacketConn: pc, Handler: handler}, {Listener: ln, Handler: handler}} {
+		go s.ActivateAndServe()
+		t.Cleanup(func() { s.Shutdown() })
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(rw, "hello from %s at %s", r.Host, r.Context().Value(http.LocalAddrContextKey))
+	})}
+	go srv.Serve(web)
+	go srv.Serve(web8080)
+	t.Cleanup(func() { srv.Close() })
+
+	// The daemon's port on the host.
+	var daemon net.Listener
+	Must(t, Do(w.Host, func() (err error) {
+		daemon, err = net.Listen("tcp4", fmt.Sprintf(":%d", DaemonPort))
+		return err
+	}))
+	go func() {
+		for {
+			c, err := daemon.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("daemon\n"))
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { daemon.Close() })
+	return w
+}
