@@ -52,6 +52,10 @@ type Manager struct {
 	nft      *nft
 	upstream []string
 	dlog     *denialLog
+	// lock is this daemon's claim on the namespace's egress, taken
+	// before it first touches the table or links (Reconcile, the first
+	// Attach) and given up at Close.
+	lock *nsLock
 
 	mu       sync.Mutex
 	ready    bool
@@ -147,7 +151,23 @@ func (m *Manager) Reconcile() error {
 	if _, err := m.nft.exists(); err != nil {
 		return nil
 	}
+	if err := m.lockLocked(); err != nil {
+		return err
+	}
 	return m.sweepLocked()
+}
+
+// lockLocked claims the namespace's egress for this daemon, once.
+func (m *Manager) lockLocked() error {
+	if m.lock != nil {
+		return nil
+	}
+	l, err := lockNS(m.cfg.NetNS)
+	if err != nil {
+		return err
+	}
+	m.lock = l
+	return nil
 }
 
 func (m *Manager) sweepLocked() error {
@@ -192,6 +212,9 @@ func (m *Manager) readyLocked() error {
 			return fmt.Errorf("find the host's resolvers: %w", err)
 		}
 		m.upstream = up
+	}
+	if err := m.lockLocked(); err != nil {
+		return err
 	}
 	if err := m.sweepLocked(); err != nil {
 		return err
@@ -594,6 +617,8 @@ func (m *Manager) Close() error {
 		m.dlog.close()
 		m.dlog = nil
 	}
+	m.lock.release()
+	m.lock = nil
 	m.mu.Unlock()
 	m.nl.Close()
 	if m.ns.IsOpen() {

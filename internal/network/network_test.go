@@ -601,6 +601,7 @@ func TestReconcileAfterCrash(t *testing.T) {
 		ss.fwd.stop()
 	}
 	crashed.dlog.close()
+	crashed.lock.release() // a dead process's flock goes with it
 	crashed.mu.Unlock()
 
 	next := w.manager(t)
