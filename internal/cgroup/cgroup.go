@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -445,6 +446,13 @@ type Session struct {
 
 	freezeMu sync.Mutex
 	freezes  int // Freezes not yet thawed; guarded by freezeMu
+
+	oomMu sync.Mutex
+	// oomFile is the workload's memory.events (v2) or memory.oom_control
+	// (v1), opened at the first OOMKills and read again from offset 0 on
+	// every later one: every exec reads it twice, and an open+read+close
+	// each time cost a tenth of an exec's CPU. Guarded by oomMu.
+	oomFile *os.File
 }
 
 // NewSession creates S, S/agent and S/workload for the named session. On v1
@@ -729,10 +737,39 @@ func (s *Session) Stats() (Stats, error) {
 // OOMKills returns how many processes the kernel's OOM killer has killed in
 // the workload.
 func (s *Session) OOMKills() (uint64, error) {
-	if s.h.version == 2 {
-		return readKey(s.file("memory", "workload", "memory.events"), "oom_kill")
+	s.oomMu.Lock()
+	defer s.oomMu.Unlock()
+	if s.oomFile == nil {
+		path := s.file("memory", "workload", "memory.oom_control")
+		if s.h.version == 2 {
+			path = s.file("memory", "workload", "memory.events")
+		}
+		if path == "" {
+			return 0, errors.New("controller not available")
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return 0, err
+		}
+		s.oomFile = f
 	}
-	return readKey(s.file("memory", "workload", "memory.oom_control"), "oom_kill")
+	// Both files are a few short "key value" lines; a cgroup file read at
+	// offset 0 is generated anew.
+	var buf [1024]byte
+	n, err := s.oomFile.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.closeOOMLocked()
+		return 0, err
+	}
+	return parseKey(buf[:n], "oom_kill")
+}
+
+// closeOOMLocked lets the counter file go. Preconditions: oomMu held.
+func (s *Session) closeOOMLocked() {
+	if s.oomFile != nil {
+		s.oomFile.Close()
+		s.oomFile = nil
+	}
 }
 
 // Pids lists the processes in S and its leaves (in the host's PID namespace).
@@ -819,6 +856,9 @@ func (s *Session) waitEmpty() error {
 // last task is still exiting answers EBUSY for a moment, so it retries
 // briefly.
 func (s *Session) Destroy() error {
+	s.oomMu.Lock()
+	s.closeOOMLocked()
+	s.oomMu.Unlock()
 	var errs []error
 	for _, d := range s.h.dirs(s.name) {
 		subs := s.h.leaves(d)
@@ -911,10 +951,21 @@ func readKey(path, key string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		f := strings.Fields(string(line))
-		if len(f) == 2 && f[0] == key {
-			return strconv.ParseUint(f[1], 10, 64)
+	return parseKey(b, key)
+}
+
+// parseKey finds "key value" among b's lines; 0 when the key is absent.
+func parseKey(b []byte, key string) (uint64, error) {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		k, v, ok := bytes.Cut(line, []byte{' '})
+		if ok && string(k) == key {
+			return strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
 		}
 	}
 	return 0, nil

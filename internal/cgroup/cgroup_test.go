@@ -1389,3 +1389,25 @@ func TestRealV1(t *testing.T) {
 		}
 	}
 }
+
+func TestParseKey(t *testing.T) {
+	const events = "low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n"
+	for _, tc := range []struct {
+		in, key string
+		want    uint64
+	}{
+		{events, "oom_kill", 2},
+		{events, "oom", 3},
+		{events, "oom_group_kill", 0},
+		{"oom_kill_disable 0\nunder_oom 0\noom_kill 7", "oom_kill", 7}, // v1, no final newline
+		{events, "absent", 0},
+		{"", "oom_kill", 0},
+	} {
+		if got, err := parseKey([]byte(tc.in), tc.key); err != nil || got != tc.want {
+			t.Errorf("parseKey(%q, %q) = %d, %v, want %d", tc.in, tc.key, got, err, tc.want)
+		}
+	}
+	if _, err := parseKey([]byte("oom_kill x\n"), "oom_kill"); err == nil {
+		t.Errorf("parseKey of a non-number succeeded")
+	}
+}
