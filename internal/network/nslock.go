@@ -34,28 +34,39 @@ func lockNS(nsPath string) (*nsLock, error) {
 		return nil, err
 	}
 	path := filepath.Join(LockDir, fmt.Sprintf("netns-%d-%d.lock", st.Dev, st.Ino))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		owner, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another warren daemon (pid %s) manages sessions' egress in this network namespace; "+
-				"give each daemon its own namespace for egress (network.netns) or stop the other", string(owner))
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, err
 		}
-		return nil, err
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			owner, _ := os.ReadFile(path)
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("another warren daemon (pid %s) manages sessions' egress in this network namespace; "+
+					"give each daemon its own namespace for egress (network.netns) or stop the other", string(owner))
+			}
+			return nil, err
+		}
+		// The holder before us removes the file as it lets go: a lock
+		// on a file no longer at path is no claim; open it anew.
+		var held, now unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) != nil || unix.Stat(path, &now) != nil || held.Ino != now.Ino {
+			f.Close()
+			continue
+		}
+		f.Truncate(0)
+		f.WriteAt([]byte(fmt.Sprint(os.Getpid())), 0)
+		return &nsLock{f: f}, nil
 	}
-	f.Truncate(0)
-	f.WriteAt([]byte(fmt.Sprint(os.Getpid())), 0)
-	return &nsLock{f: f}, nil
 }
 
-// release gives the namespace up (the file stays: removing it would race
-// with a daemon that opened it and waits to lock it).
+// release gives the namespace up and removes the lock file while still
+// holding it (lockNS checks that the file it locked is still the one at
+// its path), so that nothing is left in the lock directory.
 func (l *nsLock) release() {
 	if l != nil && l.f != nil {
+		os.Remove(l.f.Name())
 		l.f.Close()
 		l.f = nil
 	}

@@ -27,6 +27,9 @@ func TestNSLock(t *testing.T) {
 		t.Fatalf("lockNS() after release = %v", err)
 	}
 	second.release()
+	if left, _ := os.ReadDir(LockDir); len(left) != 0 {
+		t.Errorf("release left %d files in the lock directory", len(left))
+	}
 	if _, err := lockNS("/nonexistent/ns"); !os.IsNotExist(unwrapAll(err)) {
 		t.Errorf("lockNS(missing path) = %v, want not-exist", err)
 	}
