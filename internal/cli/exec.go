@@ -169,7 +169,7 @@ command runs, and is left to its idle TTL if warren is killed first.`,
   warren run --image python:3.12-slim --memory 256 --argv -- python3 -c 'print(1)'
   warren run --image python:3.12-slim -- 'python3 -c "print(1)"'
   warren run --image hello
-  warren run --allow pypi.org:443 --allow files.pythonhosted.org:443 -- pip download requests`,
+  warren run --image python:3.12-slim --allow pypi.org:443 --allow files.pythonhosted.org:443 -- pip download requests`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var words []string
 			var err error
