@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -146,6 +147,7 @@ func newRunCommand(a *app) *cobra.Command {
 	var (
 		ef    execFlags
 		lim   limitFlags
+		netf  networkFlags
 		image string
 	)
 	cmd := &cobra.Command{
@@ -157,11 +159,17 @@ unless --argv is given, as with exec: quote what the local shell must not
 split, or use --argv.
 
 With --image and no command at all, the image's own command runs: its OCI
-entrypoint followed by its cmd, as a program and its arguments.`,
+entrypoint followed by its cmd, as a program and its arguments.
+
+With --network, --allow or --deny the sandbox gets that egress policy. The
+daemon's one-call run has no network, so then warren creates a session,
+runs the command in it and deletes it: the session is listed while the
+command runs, and is left to its idle TTL if warren is killed first.`,
 		Example: `  warren run -- uname -a
   warren run --image python:3.12-slim --memory 256 --argv -- python3 -c 'print(1)'
   warren run --image python:3.12-slim -- 'python3 -c "print(1)"'
-  warren run --image hello`,
+  warren run --image hello
+  warren run --image python:3.12-slim --allow pypi.org:443 --allow files.pythonhosted.org:443 -- pip download requests`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var words []string
 			var err error
@@ -187,6 +195,13 @@ entrypoint followed by its cmd, as a program and its arguments.`,
 			if err != nil {
 				return err
 			}
+			policy, err := netf.policy()
+			if err != nil {
+				return err
+			}
+			if policy != nil {
+				return a.runWithNetwork(cmd.Context(), &api.CreateSessionRequest{Image: image, Limits: limits, Network: policy}, req)
+			}
 			res, err := a.client().Run(cmd.Context(), &api.RunRequest{Image: image, Limits: limits, ExecRequest: *req})
 			if err != nil {
 				return fmt.Errorf("run: %w", err)
@@ -196,8 +211,27 @@ entrypoint followed by its cmd, as a program and its arguments.`,
 	}
 	cmd.Flags().StringVar(&image, "image", "", "image to start from (default: the daemon's default image)")
 	lim.register(cmd)
+	netf.register(cmd)
 	ef.register(cmd)
 	return cmd
+}
+
+// runWithNetwork is run for a sandbox with egress: create, exec, delete.
+func (a *app) runWithNetwork(ctx context.Context, create *api.CreateSessionRequest, req *api.ExecRequest) error {
+	c := a.client()
+	s, err := c.CreateSession(ctx, create)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	res, err := c.Exec(ctx, s.ID, req)
+	// The session goes whatever happened, even when ctx was cancelled.
+	if derr := c.DeleteSession(context.WithoutCancel(ctx), s.ID); derr != nil {
+		a.warn("delete session %s: %v", s.ID, derr)
+	}
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	return a.printResult(res)
 }
 
 // printResult writes a command's stdout and stderr exactly (none for a

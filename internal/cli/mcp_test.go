@@ -150,7 +150,7 @@ func TestMCPStdio(t *testing.T) {
 	h := daemontest.Start(t, nil)
 	cs, stderr, wait := runMCP(t, "mcp", "--addr", h.URL, "--token", h.AdminKey)
 	lt, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(lt.Tools) != 13 {
+	if err != nil || len(lt.Tools) != 14 {
 		t.Fatalf("tools/list: %v, %d tools", err, len(lt.Tools))
 	}
 	if txt, isErr := callText(t, cs, "create_session", map[string]any{"id": "stdio"}); isErr {
@@ -298,7 +298,7 @@ func TestMCPStdioBadInput(t *testing.T) {
 	}
 	m = roundTrip(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	res, _ = m["result"].(map[string]any)
-	if tools, _ := res["tools"].([]any); m["id"] != float64(2) || len(tools) != 13 {
+	if tools, _ := res["tools"].([]any); m["id"] != float64(2) || len(tools) != 14 {
 		t.Errorf("tools/list after bad lines: %v", m)
 	}
 	inW.Close()

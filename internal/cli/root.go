@@ -125,6 +125,7 @@ func newRootCommand(a *app) *cobra.Command {
 		newRunCommand(a),
 		newShellCommand(a),
 		newPortForwardCommand(a),
+		newNetworkCommand(a),
 		newStartCommand(a),
 		newPsCommand(a),
 		newLogsCommand(a),

@@ -56,6 +56,7 @@ func newSessionCreateCommand(a *app) *cobra.Command {
 		req           api.CreateSessionRequest
 		env, labels   []string
 		lim           limitFlags
+		netf          networkFlags
 		ttl, lifetime time.Duration
 		asJSON        bool
 	)
@@ -66,8 +67,10 @@ func newSessionCreateCommand(a *app) *cobra.Command {
 
 With --id the call is idempotent: creating an id that exists returns that
 session.`,
-		Example: `  warren session create --id demo --memory 512 --ttl 30m --env LANG=C.UTF-8`,
-		Args:    cobra.NoArgs,
+		Example: `  warren session create --id demo --memory 512 --ttl 30m --env LANG=C.UTF-8
+  warren session create --id dev --allow pypi.org:443 --allow files.pythonhosted.org:443
+  warren session create --network open --deny '*.example.com'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if req.Env, err = parseKV("env", env); err != nil {
@@ -77,6 +80,9 @@ session.`,
 				return err
 			}
 			if req.Limits, err = lim.limits(); err != nil {
+				return err
+			}
+			if req.Network, err = netf.policy(); err != nil {
 				return err
 			}
 			if ttl < 0 || lifetime < 0 {
@@ -100,6 +106,7 @@ session.`,
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE (repeatable)")
 	f.StringVar(&req.Cwd, "cwd", "", "initial working directory (default /workspace)")
 	lim.register(cmd)
+	netf.register(cmd)
 	f.DurationVar(&ttl, "ttl", 0, "delete the session after this long unused, such as 30m (default: the daemon's)")
 	f.DurationVar(&lifetime, "max-lifetime", 0, "delete the session this long after creation, used or not")
 	f.StringArrayVar(&labels, "label", nil, "label KEY=VALUE (repeatable)")

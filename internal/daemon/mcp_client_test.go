@@ -347,7 +347,7 @@ func TestMCPAllowedHosts(t *testing.T) {
 		}
 		if want == http.StatusOK {
 			res, _ := r.last()["result"].(map[string]any)
-			if tools, _ := res["tools"].([]any); len(tools) != 13 {
+			if tools, _ := res["tools"].([]any); len(tools) != 14 {
 				t.Errorf("Host %q: tools/list answered %s", host, r.body)
 			}
 		}

@@ -130,7 +130,7 @@ func TestMCP(t *testing.T) {
 	}
 	slices.Sort(names)
 	want := []string{"create_session", "delete_file", "delete_session", "edit_file", "exec", "get_session", "list_files",
-		"list_sessions", "process_output", "read_file", "search_files", "start_process", "write_file"}
+		"list_sessions", "network_denials", "process_output", "read_file", "search_files", "start_process", "write_file"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
 	}

@@ -40,6 +40,10 @@ type Backend interface {
 	StatFile(ctx context.Context, id, path string) (*api.FileEntry, error)
 	ListFiles(ctx context.Context, id, path string) ([]api.FileEntry, error)
 	RemoveFile(ctx context.Context, id, path string, recursive bool) error
+
+	// NetworkDenials lists what a session's egress policy refused lately,
+	// oldest first.
+	NetworkDenials(ctx context.Context, id string) ([]api.NetworkDenial, error)
 }
 
 // OutputEvent is one event of a process's output.

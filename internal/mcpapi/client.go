@@ -46,6 +46,11 @@ func (b *clientBackend) GetSession(ctx context.Context, id string) (*api.Session
 	return s, classify(err)
 }
 
+func (b *clientBackend) NetworkDenials(ctx context.Context, id string) ([]api.NetworkDenial, error) {
+	d, err := b.c.NetworkDenials(ctx, id)
+	return d, classify(err)
+}
+
 func (b *clientBackend) ListSessions(ctx context.Context) ([]api.Session, error) {
 	l, err := b.c.ListSessions(ctx)
 	return l, classify(err)

@@ -48,6 +48,22 @@ func (b *managerBackend) CreateSession(ctx context.Context, req *api.CreateSessi
 	return &s, nil
 }
 
+func (b *managerBackend) NetworkDenials(ctx context.Context, id string) ([]api.NetworkDenial, error) {
+	tn, err := b.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := b.m.NetworkDenials(ctx, tn, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.NetworkDenial, len(ds))
+	for i, d := range ds {
+		out[i] = api.NetworkDenial{Time: d.Time, Host: d.Host, Port: d.Port, Proto: d.Proto, Reason: d.Reason}
+	}
+	return out, nil
+}
+
 func (b *managerBackend) GetSession(ctx context.Context, id string) (*api.Session, error) {
 	tn, err := b.tenantOf(ctx)
 	if err != nil {

@@ -61,9 +61,14 @@ func hints(readOnly, destructive, idempotent bool) *mcp.ToolAnnotations {
 func (t *tools) register(s *mcp.Server) {
 	addTool(t, s, &mcp.Tool{
 		Name:        "create_session",
-		Description: "Create a new isolated Linux sandbox session (a container-like machine with a persistent bash shell, its own files and processes, and no network). Returns the session; pass its id as session_id to every other tool. Giving an id you used before returns that existing session instead of a new one. Idle sessions are deleted after ttl_seconds (default 30 minutes).",
+		Description: "Create a new isolated Linux sandbox session (a container-like machine with a persistent bash shell, its own files and processes, and no network unless network asks for one). Returns the session; pass its id as session_id to every other tool. Giving an id you used before returns that existing session instead of a new one. Idle sessions are deleted after ttl_seconds (default 30 minutes).",
 		Annotations: hints(false, false, true),
 	}, func(in *CreateSessionInput, out *Session) (string, string) { return cmp.Or(out.ID, in.ID), "" }, t.createSession)
+	addTool(t, s, &mcp.Tool{
+		Name:        "network_denials",
+		Description: "List the connections and DNS names a session's egress policy refused lately, oldest first (the last 256), each with its host, port (0 for a DNS question), protocol and the reason, such as \"not on the allow-list\". Read it when a download, install or request in the session fails with a DNS or connection error, to tell a policy refusal from a fault.",
+		Annotations: hints(true, false, true),
+	}, nil, t.networkDenials)
 	addTool(t, s, &mcp.Tool{
 		Name:        "get_session",
 		Description: "Describe one session: its state, image, current working directory, limits, expiry and resource usage.",
@@ -154,6 +159,19 @@ type CreateSessionInput struct {
 	TTLSeconds int64             `json:"ttl_seconds,omitempty" jsonschema:"idle seconds after which the session is deleted (default 1800)"`
 	Limits     *Limits           `json:"limits,omitempty" jsonschema:"resource limits; defaults apply to what is left out"`
 	Labels     map[string]string `json:"labels,omitempty" jsonschema:"free-form labels to recognise the session by"`
+	Network    *Network          `json:"network,omitempty" jsonschema:"egress beyond loopback (default: none); what it refuses is listed by network_denials"`
+}
+
+// Network is a session's egress policy.
+type Network struct {
+	Mode  string   `json:"mode,omitempty" jsonschema:"none (loopback only, the default), open (the internet minus private, host and metadata addresses) or allowlist (only what allow names; the default when allow is given)"`
+	Allow []string `json:"allow,omitempty" jsonschema:"allowed names (pypi.org), wildcards of subdomains (*.pythonhosted.org), IPv4 addresses or CIDRs, each with an optional :port (github.com:443)"`
+	Deny  []string `json:"deny,omitempty" jsonschema:"denied names, wildcards, IPv4 addresses or CIDRs (no ports); they win over allow"`
+}
+
+// NetworkDenials is network_denials' output.
+type NetworkDenials struct {
+	Denials []api.NetworkDenial `json:"denials" jsonschema:"oldest first; port is 0 for a DNS question; proto is dns, tcp, udp, icmp or ipv6"`
 }
 
 // Session describes a session.
@@ -185,11 +203,25 @@ func (t *tools) createSession(ctx context.Context, in *CreateSessionInput) (*Ses
 	if l := in.Limits; l != nil {
 		req.Limits = &api.Limits{MemoryMB: l.MemoryMB, CPUs: l.CPUs, Pids: l.Pids, DiskMB: l.DiskMB}
 	}
+	if n := in.Network; n != nil {
+		req.Network = &api.NetworkPolicy{Mode: n.Mode, Allow: n.Allow, Deny: n.Deny}
+	}
 	s, err := t.b.CreateSession(ctx, req)
 	if err != nil {
 		return nil, nil, err
 	}
 	return toSession(s), nil, nil
+}
+
+func (t *tools) networkDenials(ctx context.Context, in *SessionInput) (*NetworkDenials, []mcp.Content, error) {
+	ds, err := t.b.NetworkDenials(ctx, in.SessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ds == nil {
+		ds = []api.NetworkDenial{}
+	}
+	return &NetworkDenials{Denials: ds}, nil, nil
 }
 
 func (t *tools) getSession(ctx context.Context, in *SessionInput) (*Session, []mcp.Content, error) {

@@ -403,7 +403,7 @@ func TestToolSchemas(t *testing.T) {
 			t.Errorf("%s has no annotations", tool.Name)
 		}
 	}
-	if !slices.Contains(names, "edit_file") || len(names) != 13 {
+	if !slices.Contains(names, "edit_file") || len(names) != 14 {
 		t.Errorf("tools: %v", names)
 	}
 }
@@ -456,19 +456,20 @@ func TestNoTypeLists(t *testing.T) {
 func TestToolAnnotations(t *testing.T) {
 	type hints struct{ readOnly, destructive, idempotent, openWorld bool }
 	want := map[string]hints{
-		"create_session": {idempotent: true}, // with an id: the same session again
-		"get_session":    {readOnly: true, idempotent: true},
-		"list_sessions":  {readOnly: true, idempotent: true},
-		"delete_session": {destructive: true, idempotent: true},
-		"exec":           {destructive: true},
-		"start_process":  {},
-		"process_output": {readOnly: true},
-		"read_file":      {readOnly: true, idempotent: true},
-		"write_file":     {destructive: true, idempotent: true},
-		"edit_file":      {destructive: true},
-		"list_files":     {readOnly: true, idempotent: true},
-		"delete_file":    {destructive: true, idempotent: true},
-		"search_files":   {readOnly: true, idempotent: true},
+		"create_session":  {idempotent: true}, // with an id: the same session again
+		"get_session":     {readOnly: true, idempotent: true},
+		"list_sessions":   {readOnly: true, idempotent: true},
+		"delete_session":  {destructive: true, idempotent: true},
+		"exec":            {destructive: true},
+		"start_process":   {},
+		"process_output":  {readOnly: true},
+		"read_file":       {readOnly: true, idempotent: true},
+		"write_file":      {destructive: true, idempotent: true},
+		"edit_file":       {destructive: true},
+		"list_files":      {readOnly: true, idempotent: true},
+		"delete_file":     {destructive: true, idempotent: true},
+		"search_files":    {readOnly: true, idempotent: true},
+		"network_denials": {readOnly: true, idempotent: true},
 	}
 	cs := connect(t, &fakeBackend{})
 	lt, err := cs.ListTools(context.Background(), nil)

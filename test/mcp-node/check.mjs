@@ -50,7 +50,7 @@ const { tools } = await client.listTools();
 const names = tools.map((t) => t.name).sort();
 assert.deepEqual(names, [
   "create_session", "delete_file", "delete_session", "edit_file", "exec", "get_session", "list_files",
-  "list_sessions", "process_output", "read_file", "search_files", "start_process", "write_file",
+  "list_sessions", "network_denials", "process_output", "read_file", "search_files", "start_process", "write_file",
 ]);
 for (const t of tools) {
   assert.equal(t.inputSchema.type, "object", `${t.name}: input schema type`);

@@ -107,8 +107,8 @@ func TestInspectorCLI(t *testing.T) {
 			// run (exit 6) on any error-severity finding.
 			v := inspector(t, node, append(tc.target, "--method", "tools/list", "--strict")...)
 			tools, _ := v["tools"].([]any)
-			if len(tools) != 13 {
-				t.Fatalf("tools/list: %d tools, want 13: %v", len(tools), v)
+			if len(tools) != 14 {
+				t.Fatalf("tools/list: %d tools, want 14: %v", len(tools), v)
 			}
 			for _, x := range tools {
 				tool, _ := x.(map[string]any)
