@@ -166,6 +166,9 @@ type Store struct {
 	mu     sync.Mutex
 	names  map[string]string // name -> digest
 	leases map[string]string // holder -> digest
+	// baseErr is why EnsureBase could not prepare the base image when
+	// none was stored either (a full disk): Get("base") says so.
+	baseErr error
 }
 
 // badPathChars are the characters overlayfs mount options cannot carry.
@@ -321,8 +324,12 @@ func (s *Store) Get(name string) (*Image, error) {
 	}
 	s.mu.Lock()
 	digest, ok := s.names[name]
+	baseErr := s.baseErr
 	s.mu.Unlock()
 	if !ok {
+		if name == BaseName && baseErr != nil {
+			return nil, errdefs.New(errdefs.ErrUnavailable, "the base image could not be prepared: %w", baseErr)
+		}
 		return nil, errdefs.New(errdefs.ErrNotFound, "image %q not found", name)
 	}
 	return s.load(name, digest)
@@ -564,6 +571,11 @@ func (s *Store) commit(ctx context.Context, name, work string, cfg config, prov 
 		}
 	}
 	old, had := s.names[name]
+	if had && old == digest {
+		// Nothing to write: a restart on an unchanged host (and on a full
+		// disk) rewrites nothing.
+		return s.load(name, digest)
+	}
 	s.names[name] = digest
 	if err := s.saveNamesLocked(); err != nil {
 		if had {
