@@ -1014,8 +1014,12 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 			log.Error("sandbox leftovers remain", "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "error", err)
 		}
 	}
+	var ferr error
 	if err := m.store.DeleteSession(dctx, k.tenant, k.id); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
 		log.Error("forget session", "session_id", k.id, "tenant", k.tenant, "error", err)
+		// Not acknowledged: the record would bring the session back (as
+		// failed) at the next start, where a new delete removes it.
+		ferr = errdefs.New(errdefs.ErrUnavailable, "the session's sandbox is gone but its record stays (%w); delete it again after a restart", err)
 	}
 	m.detachLayers(rec.Name)
 	m.detachNetwork(rec.Name)
@@ -1029,7 +1033,7 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 	if rec.Labels[hiddenLabel] == "" {
 		log.Info("session "+why, "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "duration", time.Since(start))
 	}
-	return nil
+	return ferr
 }
 
 // use returns a running session's sandbox for one call and marks it in use;
