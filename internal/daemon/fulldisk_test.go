@@ -2,11 +2,15 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/client"
@@ -18,9 +22,10 @@ import (
 
 // TestRestartOnFullDisk: a daemon restarted on a full data filesystem
 // starts, serves the sessions it adopts and deletes them for good (an
-// acknowledged delete survives the next restart).
+// acknowledged delete survives the next restart), and without a stored
+// base image answers creates from it with unavailable, naming the disk.
 // The free-space floor is off, so every refusal here comes from the
-// filesystem itself.
+// filesystem itself (with it on, the daemon refuses creates sooner).
 func TestRestartOnFullDisk(t *testing.T) {
 	dataDir := testutil.Tmpfs(t, 160)
 	var cgroupParent string
@@ -32,7 +37,7 @@ func TestRestartOnFullDisk(t *testing.T) {
 				c.CgroupParent = cgroupParent
 			}
 			cgroupParent = c.CgroupParent
-			c.Session.MinFreeDiskMB = 0
+			c.Session.MinFreeDiskMB = -1
 		})
 	}
 	h := start(config.ShutdownKeep)
@@ -71,9 +76,6 @@ func TestRestartOnFullDisk(t *testing.T) {
 	if r, err := c.Exec(bg, "a", &api.ExecRequest{Command: "echo adopted"}); err != nil || r.Stdout != "adopted\n" {
 		t.Errorf("exec in an adopted session on a full disk = %+v, %v", r, err)
 	}
-	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "c"}); client.Code(err) != "unavailable" {
-		t.Errorf("create on a full disk = %v, want unavailable", err)
-	}
 	fillTo(t, dataDir, filler, 0)
 	if err := c.DeleteSession(bg, "b"); err != nil {
 		t.Fatalf("delete on a full disk = %v", err)
@@ -81,21 +83,65 @@ func TestRestartOnFullDisk(t *testing.T) {
 	if freeBytes(t, dataDir) == 0 {
 		t.Error("deleting a session on a full disk freed nothing")
 	}
+
+	// With room again (a fresh session's sparse layer frees little) the
+	// readiness probe's write remakes the store's reserve, which this start
+	// spent opening the database and the delete spent too.
+	if fi, err := os.Stat(filler); err != nil || os.Truncate(filler, fi.Size()-4<<20) != nil {
+		t.Fatalf("shrink the filler: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := readyz(h)
+		_, err0 := os.Stat(filepath.Join(dataDir, "warren.db.reserve.0"))
+		_, err1 := os.Stat(filepath.Join(dataDir, "warren.db.reserve.1"))
+		if got == http.StatusOK && err0 == nil && err1 == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store's reserve was not remade once there was room: /readyz %d, %v, %v; %d bytes free", got, err0, err1, freeBytes(t, dataDir))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	h.Stop()
 
-	// The delete was acknowledged, so it holds after a restart.
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	// The next start finds the disk full again, and no base image stored.
+	dropName(t, filepath.Join(dataDir, "images", "names.json"), "base")
+	fillTo(t, dataDir, filler, 0)
 	h = start(config.ShutdownDestroy)
 	c = h.Client
 	if _, err := c.GetSession(bg, "b"); client.Code(err) != "not_found" {
 		t.Errorf("a session deleted on a full disk, after a restart: %v, want not_found", err)
 	}
 	if r, err := c.Exec(bg, "a", &api.ExecRequest{Command: "echo again"}); err != nil || r.Stdout != "again\n" {
-		t.Errorf("exec after the second restart = %+v, %v", r, err)
+		t.Errorf("exec after the second restart on a full disk = %+v, %v", r, err)
+	}
+	_, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "c"})
+	if client.Code(err) != "unavailable" || !strings.Contains(err.Error(), "disk is full") {
+		t.Errorf("create without a base image on a full disk = %v, want unavailable naming the disk", err)
 	}
 	if err := c.DeleteSession(bg, "a"); err != nil {
 		t.Errorf("delete on a full disk = %v", err)
+	}
+}
+
+// dropName removes name from an image store's names.json, as if that
+// image had never been stored.
+func dropName(t *testing.T, path, name string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	delete(f["names"].(map[string]any), name)
+	if b, err = json.Marshal(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

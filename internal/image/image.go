@@ -324,15 +324,24 @@ func (s *Store) Get(name string) (*Image, error) {
 	}
 	s.mu.Lock()
 	digest, ok := s.names[name]
-	baseErr := s.baseErr
+	var missing error
+	if !ok {
+		missing = s.missingLocked(name)
+	}
 	s.mu.Unlock()
 	if !ok {
-		if name == BaseName && baseErr != nil {
-			return nil, errdefs.New(errdefs.ErrUnavailable, "the base image could not be prepared: %w", baseErr)
-		}
-		return nil, errdefs.New(errdefs.ErrNotFound, "image %q not found", name)
+		return nil, missing
 	}
 	return s.load(name, digest)
+}
+
+// missingLocked is the error for a name that names no image: not found,
+// or unavailable for the base image EnsureBase could not prepare.
+func (s *Store) missingLocked(name string) error {
+	if name == BaseName && s.baseErr != nil {
+		return errdefs.New(errdefs.ErrUnavailable, "the base image could not be prepared: %w", s.baseErr)
+	}
+	return errdefs.New(errdefs.ErrNotFound, "image %q not found", name)
 }
 
 // List returns every named image, sorted by name.
