@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -143,5 +144,50 @@ func dropName(t *testing.T, path, name string) {
 	}
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFullDiskUnavailable: with the free-space floor off, what a full
+// filesystem refuses (a session, a snapshot, a workspace) answers
+// unavailable (503), never internal.
+func TestFullDiskUnavailable(t *testing.T) {
+	dataDir := testutil.Tmpfs(t, 160)
+	h := daemontest.Start(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.Session.MinFreeDiskMB = -1
+	})
+	c := h.Client
+	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, "a", "head -c 4M /dev/urandom > /root/data && sync")
+	filler := filepath.Join(dataDir, "filler")
+	t.Cleanup(func() { os.Remove(filler) })
+	fillTo(t, dataDir, filler, 0)
+
+	want := func(what string, err error) {
+		t.Helper()
+		t.Logf("%s on a full disk: %v", what, err)
+		if client.Code(err) != "unavailable" {
+			t.Errorf("%s on a full disk = %v, want unavailable", what, err)
+		}
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("n%d", i)
+		_, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: id})
+		want("create", err)
+		if err == nil {
+			c.DeleteSession(bg, id)
+		}
+	}
+	_, err := c.Snapshot(bg, "a", "snap")
+	want("snapshot", err)
+	if err == nil {
+		c.DeleteSnapshot(bg, "snap")
+	}
+	_, err = c.CreateWorkspace(bg, &api.CreateWorkspaceRequest{Name: "w", SizeMB: 32})
+	want("workspace", err)
+	if err == nil {
+		c.DeleteWorkspace(bg, "w")
 	}
 }
