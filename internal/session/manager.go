@@ -158,6 +158,10 @@ type entry struct {
 	ready chan struct{} // closed when creation ended, ok or not
 	gone  chan struct{} // closed when the session is deleted and removed
 	err   error         // creation failed; set before ready closes
+	// goneErr is the deletion's answer when its record could not be
+	// removed (unavailable); set before gone closes, so a second DELETE
+	// that waited on the first gets it too.
+	goneErr error
 
 	sb Sandbox // set before ready closes, if creation succeeded
 
@@ -983,7 +987,7 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 		e.mu.Unlock()
 		select {
 		case <-e.gone:
-			return nil
+			return e.goneErr
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -1029,6 +1033,7 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 		delete(m.live, k)
 	}
 	m.mu.Unlock()
+	e.goneErr = ferr
 	close(e.gone)
 	if rec.Labels[hiddenLabel] == "" {
 		log.Info("session "+why, "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "duration", time.Since(start))
