@@ -25,6 +25,7 @@ import (
 	"github.com/warrenhq/warren/internal/cleanup"
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/edge"
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/httpapi"
 	"github.com/warrenhq/warren/internal/image"
 	"github.com/warrenhq/warren/internal/metrics"
@@ -149,7 +150,14 @@ func (d *Daemon) openStores() error {
 		return err
 	}
 	if _, err := d.images.EnsureBase(); err != nil {
-		return fmt.Errorf("prepare the base image: %w", err)
+		// A full disk must not keep the daemon from serving the sessions
+		// it adopts (and deletes, which free space): it starts with the
+		// stored base image, or without one, creates from it answering
+		// unavailable.
+		if !errdefs.Is(err, errdefs.ErrUnavailable) {
+			return fmt.Errorf("prepare the base image: %w", err)
+		}
+		d.log.Warn("could not prepare the base image; starting with what is stored", "error", err)
 	}
 	return nil
 }

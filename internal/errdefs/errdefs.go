@@ -14,6 +14,7 @@ package errdefs
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 )
 
@@ -110,6 +111,13 @@ func resolve(err error) *Class {
 			return nil
 		case interface{ Unwrap() error }:
 			err = e.Unwrap()
+		case syscall.Errno:
+			// A full filesystem is the host's state, not a bug: where no
+			// caller classified it, the call may work once space is freed.
+			if e == syscall.ENOSPC || e == syscall.EDQUOT {
+				return ErrUnavailable
+			}
+			return nil
 		default:
 			return nil
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -57,6 +59,10 @@ func TestOutermostClass(t *testing.T) {
 		{"joined, first classified branch", errors.Join(io.EOF, New(ErrNotFound, "gone"), cause), ErrNotFound},
 		{"retry-after over a cause", fmt.Errorf("y: %w", WithRetryAfter(ErrResourceExhausted, time.Second, "slow")), ErrResourceExhausted},
 		{"unclassified", fmt.Errorf("z: %w", io.EOF), ErrInternal},
+		{"a full disk", fmt.Errorf("w: %w", &fs.PathError{Op: "write", Path: "f", Err: syscall.ENOSPC}), ErrUnavailable},
+		{"a quota", fmt.Errorf("w: %w", syscall.EDQUOT), ErrUnavailable},
+		{"a full disk under a class", New(ErrInvalidArgument, "x: %w", syscall.ENOSPC), ErrInvalidArgument},
+		{"another errno", fmt.Errorf("w: %w", syscall.EIO), ErrInternal},
 	}
 	for _, tc := range tests {
 		if got := ClassOf(tc.err); got != tc.want {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/errdefs"
 )
 
 // The base image needs no download: the sandbox sees the host's /usr (and
@@ -148,7 +150,36 @@ var etcFiles = []struct {
 // name "base" at it. The skeleton is built afresh in tmp/ and stored
 // content-addressed, so on an unchanged host the digest stays the same and
 // the stored content is reused.
+//
+// A full disk (ENOSPC, EDQUOT) must not keep a daemon from starting: then
+// EnsureBase returns an errdefs.ErrUnavailable error together with the
+// base image already stored, if there is one (it may predate a change of
+// the host's /etc, and is otherwise sound), or a nil image, and Get("base")
+// answers with the same class until a later EnsureBase succeeds.
 func (s *Store) EnsureBase() (*Image, error) {
+	img, err := s.buildBaseImage()
+	if err == nil || !diskFull(err) {
+		s.mu.Lock()
+		s.baseErr = nil
+		s.mu.Unlock()
+		return img, err
+	}
+	err = errdefs.New(errdefs.ErrUnavailable, "the data directory's disk is full: %w", err)
+	if prev, gerr := s.Get(BaseName); gerr == nil {
+		return prev, err
+	}
+	s.mu.Lock()
+	s.baseErr = err
+	s.mu.Unlock()
+	return nil, err
+}
+
+// diskFull reports whether err says the filesystem or a quota ran out.
+func diskFull(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
+}
+
+func (s *Store) buildBaseImage() (*Image, error) {
 	ctx := context.Background()
 	work, err := os.MkdirTemp(s.tmpDir(), "base-*")
 	if err != nil {

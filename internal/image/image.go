@@ -166,6 +166,9 @@ type Store struct {
 	mu     sync.Mutex
 	names  map[string]string // name -> digest
 	leases map[string]string // holder -> digest
+	// baseErr is why EnsureBase could not prepare the base image when
+	// none was stored either (a full disk): Get("base") says so.
+	baseErr error
 }
 
 // badPathChars are the characters overlayfs mount options cannot carry.
@@ -321,11 +324,24 @@ func (s *Store) Get(name string) (*Image, error) {
 	}
 	s.mu.Lock()
 	digest, ok := s.names[name]
+	var missing error
+	if !ok {
+		missing = s.missingLocked(name)
+	}
 	s.mu.Unlock()
 	if !ok {
-		return nil, errdefs.New(errdefs.ErrNotFound, "image %q not found", name)
+		return nil, missing
 	}
 	return s.load(name, digest)
+}
+
+// missingLocked is the error for a name that names no image: not found,
+// or unavailable for the base image EnsureBase could not prepare.
+func (s *Store) missingLocked(name string) error {
+	if name == BaseName && s.baseErr != nil {
+		return errdefs.New(errdefs.ErrUnavailable, "the base image could not be prepared: %w", s.baseErr)
+	}
+	return errdefs.New(errdefs.ErrNotFound, "image %q not found", name)
 }
 
 // List returns every named image, sorted by name.
@@ -564,6 +580,11 @@ func (s *Store) commit(ctx context.Context, name, work string, cfg config, prov 
 		}
 	}
 	old, had := s.names[name]
+	if had && old == digest {
+		// Nothing to write: a restart on an unchanged host (and on a full
+		// disk) rewrites nothing.
+		return s.load(name, digest)
+	}
 	s.names[name] = digest
 	if err := s.saveNamesLocked(); err != nil {
 		if had {

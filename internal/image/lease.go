@@ -106,7 +106,7 @@ func (s *Store) Acquire(holder, name string) (*Image, error) {
 	}
 	digest, ok := s.names[name]
 	if !ok {
-		return nil, errdefs.New(errdefs.ErrNotFound, "image %q not found", name)
+		return nil, s.missingLocked(name)
 	}
 	img, err := s.load(name, digest)
 	if err != nil {

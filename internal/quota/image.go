@@ -470,7 +470,13 @@ func runMkfs(mkfs string, args ...string) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", mkfs, strings.Join(args, " "), err, bytes.TrimSpace(out.Bytes()))
+		err = fmt.Errorf("%s %s: %w: %s", mkfs, strings.Join(args, " "), err, bytes.TrimSpace(out.Bytes()))
+		if bytes.Contains(out.Bytes(), []byte("No space left on device")) {
+			// mkfs says it only in words (LC_ALL=C above): keep the errno
+			// so callers see a full disk.
+			err = fmt.Errorf("%w (%w)", err, unix.ENOSPC)
+		}
+		return err
 	}
 	return nil
 }

@@ -175,7 +175,9 @@ func (l *Layers) open(o Options) error {
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, errUnusable) {
+		// Too little room to create it (a full disk at a restart) leaves
+		// per-layer images, which need no space until a layer is made.
+		if !errors.Is(err, errUnusable) && !errdefs.Is(err, errdefs.ErrResourceExhausted) {
 			return err
 		}
 		why = append(why, err.Error())

@@ -158,6 +158,10 @@ type entry struct {
 	ready chan struct{} // closed when creation ended, ok or not
 	gone  chan struct{} // closed when the session is deleted and removed
 	err   error         // creation failed; set before ready closes
+	// goneErr is the deletion's answer when its record could not be
+	// removed (unavailable); set before gone closes, so a second DELETE
+	// that waited on the first gets it too.
+	goneErr error
 
 	sb Sandbox // set before ready closes, if creation succeeded
 
@@ -983,7 +987,7 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 		e.mu.Unlock()
 		select {
 		case <-e.gone:
-			return nil
+			return e.goneErr
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -1014,8 +1018,12 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 			log.Error("sandbox leftovers remain", "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "error", err)
 		}
 	}
+	var ferr error
 	if err := m.store.DeleteSession(dctx, k.tenant, k.id); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
 		log.Error("forget session", "session_id", k.id, "tenant", k.tenant, "error", err)
+		// Not acknowledged: the record would bring the session back (as
+		// failed) at the next start, where a new delete removes it.
+		ferr = errdefs.New(errdefs.ErrUnavailable, "the session's sandbox is gone but its record stays (%w); delete it again after a restart", err)
 	}
 	m.detachLayers(rec.Name)
 	m.detachNetwork(rec.Name)
@@ -1025,11 +1033,12 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 		delete(m.live, k)
 	}
 	m.mu.Unlock()
+	e.goneErr = ferr
 	close(e.gone)
 	if rec.Labels[hiddenLabel] == "" {
 		log.Info("session "+why, "session_id", k.id, "tenant", k.tenant, "sandbox", rec.Name, "duration", time.Since(start))
 	}
-	return nil
+	return ferr
 }
 
 // use returns a running session's sandbox for one call and marks it in use;

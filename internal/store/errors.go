@@ -34,3 +34,12 @@ func transient(err error) bool {
 	}
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EROFS)
 }
+
+// fullDisk reports whether err is SQLite's or the kernel's "disk full".
+// SQLITE_IOERR_SHMSIZE is how opening a WAL database reports that its
+// shared-memory file could not grow.
+func fullDisk(err error) bool {
+	code := sqliteCode(err)
+	return code&0xff == sqlite3.SQLITE_FULL || code == sqlite3.SQLITE_IOERR_SHMSIZE ||
+		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}

@@ -50,5 +50,7 @@ func (s *SQLite) Heartbeat(ctx context.Context) (err error) {
 		}
 		return dbError(err, "write to the store")
 	}
+	// The store takes writes again: remake a reserve a full disk spent.
+	s.res.fill()
 	return nil
 }

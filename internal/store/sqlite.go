@@ -61,7 +61,8 @@ const (
 // back as the zero time. Env and Labels come back nil when they were nil or
 // empty.
 type SQLite struct {
-	db *sql.DB
+	db  *sql.DB
+	res *reserve
 }
 
 // Open opens the database at path, creating it with mode 0600 if it does
@@ -92,17 +93,32 @@ func Open(path string) (*SQLite, error) {
 		return nil, dbError(err, "open store %s", path)
 	}
 
-	db, err := sql.Open("sqlite", dsn)
+	res := &reserve{path: path + ".reserve"}
+	s, err := open(ctx, dsn, ms, res)
+	// Opening a WAL database sizes its -shm file, which needs a page: on a
+	// full disk the reserve a previous daemon left makes room for it.
+	if err != nil && fullDisk(err) && res.release() {
+		s, err = open(ctx, dsn, ms, res)
+	}
 	if err != nil {
 		return nil, dbError(err, "open store %s", path)
+	}
+	res.fill()
+	return s, nil
+}
+
+func open(ctx context.Context, dsn string, ms []migration, res *reserve) (*SQLite, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
 	}
 	db.SetMaxOpenConns(maxConns)
 	// Keep every connection: a new one re-runs the DSN's PRAGMAs.
 	db.SetMaxIdleConns(maxConns)
-	s := &SQLite{db: db}
+	s := &SQLite{db: db, res: res}
 	if err := s.init(ctx, ms); err != nil {
 		_ = db.Close() // the init error is the one to report
-		return nil, dbError(err, "open store %s", path)
+		return nil, err
 	}
 	return s, nil
 }
@@ -259,9 +275,17 @@ func (s *SQLite) UpdateSession(ctx context.Context, sess *session.Session) error
 }
 
 // DeleteSession removes the tenant's session id, or fails with ErrNotFound.
+// A delete frees space and a client is told it is done, so on a full disk
+// it spends the store's reserve rather than fail.
 func (s *SQLite) DeleteSession(ctx context.Context, tenant, id string) error {
-	res, err := s.db.ExecContext(ctx,
-		`DELETE FROM sessions WHERE tenant = ? AND id = ?`, tenant, id)
+	const q = `DELETE FROM sessions WHERE tenant = ? AND id = ?`
+	res, err := s.db.ExecContext(ctx, q, tenant, id)
+	if err != nil && fullDisk(err) && s.res.release() {
+		res, err = s.db.ExecContext(ctx, q, tenant, id)
+	}
+	if err == nil {
+		s.res.fill()
+	}
 	if err != nil {
 		return dbError(err, "delete session %q in tenant %q", id, tenant)
 	}
