@@ -27,7 +27,9 @@ type attached struct {
 // attach resolves the workspace and snapshot a create request names
 // and counts the session among their users: a workspace that another
 // session mounts read-write (and is not shared) is ErrConflict. It returns
-// nil when the request names neither. A snapshot sets rec.Image.
+// nil when the request names neither. It does not change rec, which
+// List may be reading: the caller takes a snapshot's image from a.snap
+// under the entry's lock.
 func (l *layerService) attach(ctx context.Context, rec *Session, req *CreateRequest) (*attached, error) {
 	if req.Workspace == "" && req.WorkspaceMode == "" && req.Snapshot == "" {
 		return nil, nil
@@ -51,7 +53,6 @@ func (l *layerService) attach(ctx context.Context, rec *Session, req *CreateRequ
 		if req.Image != "" && req.Image != snap.Image {
 			return nil, invalid("snapshot %q holds changes to image %q, not %q; leave image unset", snap.Name, snap.Image, req.Image)
 		}
-		rec.Image = snap.Image
 		if a.chain, err = l.snapshotChain(ctx, snap); err != nil {
 			return nil, err
 		}

@@ -7,9 +7,11 @@ package session_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,4 +247,38 @@ func TestLayersSurviveRestart(t *testing.T) {
 	if err := lay.DeleteSnapshot(bg, "t1", "s1"); err != nil {
 		t.Errorf("DeleteSnapshot after its user went = %v", err)
 	}
+}
+
+// TestCreateWhileListing: a create in progress is already listed, so every
+// change it makes to its record happens under the entry's lock (a fork
+// while another caller listed sessions was a data race; run with -race).
+func TestCreateWhileListing(t *testing.T) {
+	f, _ := withLayers(t)
+	start(t, session.Config{}, f)
+	mustCreate(t, f.m, "t1", &session.CreateRequest{ID: "src"})
+	if _, err := f.m.Layers().Snapshot(bg, "t1", "src", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, s := range f.m.List(bg, "t1") {
+				_ = s.Image + s.User + s.BaseDir
+			}
+		}
+	})
+	for i := range 20 {
+		info := mustCreate(t, f.m, "t1", &session.CreateRequest{ID: fmt.Sprintf("c%d", i), Snapshot: "s1"})
+		if info.Image != "base" || info.BaseDir == "" {
+			t.Errorf("session from a snapshot = image %q, base dir %q", info.Image, info.BaseDir)
+		}
+	}
+	close(stop)
+	wg.Wait()
 }

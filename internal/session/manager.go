@@ -691,6 +691,13 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 	if err != nil {
 		return fail(err)
 	}
+	// rec is in m.live already, where List and Get read it under e.mu:
+	// every change to it from here on is made under that lock.
+	if lay != nil && lay.snap != nil {
+		e.mu.Lock()
+		rec.Image = lay.snap.Image
+		e.mu.Unlock()
+	}
 	if lay != nil {
 		failed := fail
 		fail = func(err error) (*Session, bool, error) { m.detachLayers(rec.Name); return failed(err) }
@@ -704,9 +711,12 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 	}
 	released := fail
 	fail = func(err error) (*Session, bool, error) { m.releaseImage(rec.Name); return released(err) }
-	if u, err := m.imageUser(req, img); err != nil {
+	u, err := m.imageUser(req, img)
+	if err != nil {
 		return fail(err)
-	} else if u != "" {
+	}
+	e.mu.Lock()
+	if u != "" {
 		rec.User = u
 	}
 	if rec.BaseDir == "" {
@@ -715,6 +725,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 	if rec.BaseDir == "" {
 		rec.BaseDir = "/workspace"
 	}
+	e.mu.Unlock()
 	if err := m.store.CreateSession(ctx, rec); err != nil {
 		return fail(fmt.Errorf("record session: %w", err))
 	}
