@@ -27,6 +27,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/cgroup"
+	"github.com/warrenhq/warren/internal/cleanup"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/quota"
 	"github.com/warrenhq/warren/internal/spec"
@@ -131,7 +132,7 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := makeCleanup(unlock)
+	c := cleanup.Make(unlock)
 	defer c.Clean()
 	if err := h.Setup(); err != nil {
 		return nil, err
@@ -347,7 +348,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrResourceExhausted, "%v", err)
 	}
-	cu := makeCleanup(func() { r.ids.put(c.Name, ids) })
+	cu := cleanup.Make(func() { r.ids.put(c.Name, ids) })
 	defer cu.Clean()
 	dir, layer, err := r.makeDirs(c, ids, &cu)
 	if err != nil {
@@ -399,7 +400,7 @@ func checkName(name string) error {
 // let it pass (see passableBy). An escaped sandbox process can so neither
 // replace the agent's socket in the state directory nor plant anything
 // beside it, and another sandbox's cannot even reach them.
-func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup) (dir, layer string, err error) {
+func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup.Cleanup) (dir, layer string, err error) {
 	dir = filepath.Join(r.dir, c.Name)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", "", fmt.Errorf("create sandbox directory: %w", err)
@@ -528,7 +529,7 @@ func (r *Runtime) buildSpec(c *Config, ids spec.IDRange, dir, layer string) (*sp
 }
 
 // makeCgroup creates the sandbox's cgroup with its limits.
-func (r *Runtime) makeCgroup(c *Config, ids spec.IDRange, cu *cleanup) (*cgroup.Session, error) {
+func (r *Runtime) makeCgroup(c *Config, ids spec.IDRange, cu *cleanup.Cleanup) (*cgroup.Session, error) {
 	cg, err := r.cgroups.NewSession(c.Name, c.Limits)
 	if err != nil {
 		return nil, fmt.Errorf("create cgroup: %w", err)
@@ -548,7 +549,7 @@ func (r *Runtime) makeCgroup(c *Config, ids spec.IDRange, cu *cleanup) (*cgroup.
 // the descriptors spec documents, watches it, and sends it its layers. It
 // returns the read end of init's status pipe; the parent's copies of
 // everything else the child got are closed when it returns.
-func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *cgroup.Session, cu *cleanup) (_ *Sandbox, status *os.File, err error) {
+func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *cgroup.Session, cu *cleanup.Cleanup) (_ *Sandbox, status *os.File, err error) {
 	cgFiles, err := cg.Open()
 	if err != nil {
 		return nil, nil, err
@@ -572,7 +573,7 @@ func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *
 	// Init's end closes in any case; ours goes on to the caller unless
 	// something below fails.
 	defer statusW.Close()
-	own := makeCleanup(func() { statusR.Close() })
+	own := cleanup.Make(func() { statusR.Close() })
 	defer own.Clean()
 	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
