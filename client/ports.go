@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -39,26 +38,10 @@ func (c *Client) SetPortPublic(ctx context.Context, id string, port int, public 
 // unavailable.
 func (c *Client) PortForward(ctx context.Context, id string, port int) (net.Conn, error) {
 	path := sessionPath(id, "/port-forward/"+strconv.Itoa(port))
-	u, err := c.wsURL(path, nil)
+	ws, err := c.dialWS(ctx, path, nil)
 	if err != nil {
 		return nil, err
 	}
-	h := http.Header{}
-	if c.userAgent != "" {
-		h.Set("User-Agent", c.userAgent)
-	}
-	if c.token != "" {
-		h.Set("Authorization", "Bearer "+c.token)
-	}
-	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
-	if err != nil {
-		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			defer resp.Body.Close()
-			return nil, errorFromResponse(resp)
-		}
-		return nil, fmt.Errorf("GET %s: %w", path, err)
-	}
-	ws.SetReadLimit(-1)
 	// The connection lives on after ctx, which bounded the dial only.
 	return websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary), nil
 }

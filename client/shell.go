@@ -104,28 +104,10 @@ func (c *Client) Shell(ctx context.Context, id string, opts ShellOptions) (*Shel
 	if opts.KillOnClose {
 		q.Set("kill_on_close", "true")
 	}
-	u, err := c.wsURL(path, q)
+	ws, err := c.dialWS(ctx, path, q)
 	if err != nil {
 		return nil, err
 	}
-	h := http.Header{}
-	if c.userAgent != "" {
-		h.Set("User-Agent", c.userAgent)
-	}
-	if c.token != "" {
-		h.Set("Authorization", "Bearer "+c.token)
-	}
-	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
-	if err != nil {
-		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			// The daemon refused before upgrading, with its envelope (Dial
-			// keeps the first KiB of the body, enough for one).
-			defer resp.Body.Close()
-			return nil, errorFromResponse(resp)
-		}
-		return nil, fmt.Errorf("GET %s: %w", path, err)
-	}
-	ws.SetReadLimit(-1) // binary messages are streamed; text ones are bounded below
 	sctx, cancel := context.WithCancel(ctx)
 	s := &ShellConn{ws: ws, ctx: sctx, cancel: cancel}
 	switch err := s.advance(true); {
@@ -296,4 +278,32 @@ func (s *ShellConn) Close() error {
 		}
 	})
 	return s.closeErr
+}
+
+// dialWS opens the WebSocket at path (with query q) as this client, with
+// no read limit (binary messages are streams; callers bound text ones). A
+// refusal before the upgrade is the daemon's *Error, from its envelope
+// (Dial keeps the first KiB of the body, enough for one).
+func (c *Client) dialWS(ctx context.Context, path string, q url.Values) (*websocket.Conn, error) {
+	u, err := c.wsURL(path, q)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	if c.userAgent != "" {
+		h.Set("User-Agent", c.userAgent)
+	}
+	if c.token != "" {
+		h.Set("Authorization", "Bearer "+c.token)
+	}
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			defer resp.Body.Close()
+			return nil, errorFromResponse(resp)
+		}
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	ws.SetReadLimit(-1)
+	return ws, nil
 }
