@@ -383,7 +383,7 @@ func (a *Agent) execArgv(ctx context.Context, s *agentproto.Stream, req *agentpr
 	}
 	res, err := a.runArgv(ctx, append([]string{path}, req.Argv[1:]...), env, cwd, stdinReader(ctx, s, req, tail), req.Timeout, out)
 	if err != nil {
-		if errdefs.ClassOf(err) != errdefs.ErrInternal {
+		if errdefs.Explicit(err) { // a bare errno is the command's failure to start
 			s.Fail(err)
 			return
 		}

@@ -98,7 +98,10 @@ func (a *Agent) fileOp(ctx context.Context, s *agentproto.Stream, op agentproto.
 
 // fileError classifies a file error by its errno.
 func fileError(p string, err error) error {
-	if errdefs.ClassOf(err) != errdefs.ErrInternal {
+	// Explicit, not ClassOf: here a full filesystem is the session's own
+	// layer at its disk limit (resource_exhausted below), not the host's
+	// disk, which is what a bare ENOSPC means to the daemon.
+	if errdefs.Explicit(err) {
 		return err
 	}
 	var errno unix.Errno

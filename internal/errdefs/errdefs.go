@@ -93,9 +93,20 @@ func ClassOf(err error) *Class {
 // included), as opposed to being internal for want of one.
 func Classified(err error) bool { return resolve(err) != nil }
 
+// Explicit reports whether err carries a class that code gave it, leaving
+// out the class a bare ENOSPC or EDQUOT gets from resolve. Code that knows
+// better what a full filesystem means where it runs (the agent, for which
+// it is the session's own disk limit) asks this before classifying the
+// errno itself.
+func Explicit(err error) bool { return resolveIn(err, false) != nil }
+
 // resolve walks err's chain from the outside in and returns the first class
 // it meets, nil if none. A joined error's branches are searched in order.
-func resolve(err error) *Class {
+func resolve(err error) *Class { return resolveIn(err, true) }
+
+// resolveIn is resolve; errnos says whether a bare ENOSPC or EDQUOT counts
+// as unavailable.
+func resolveIn(err error, errnos bool) *Class {
 	for err != nil {
 		switch e := err.(type) {
 		case *classified:
@@ -104,7 +115,7 @@ func resolve(err error) *Class {
 			return e
 		case interface{ Unwrap() []error }:
 			for _, b := range e.Unwrap() {
-				if c := resolve(b); c != nil {
+				if c := resolveIn(b, errnos); c != nil {
 					return c
 				}
 			}
@@ -114,7 +125,7 @@ func resolve(err error) *Class {
 		case syscall.Errno:
 			// A full filesystem is the host's state, not a bug: where no
 			// caller classified it, the call may work once space is freed.
-			if e == syscall.ENOSPC || e == syscall.EDQUOT {
+			if errnos && (e == syscall.ENOSPC || e == syscall.EDQUOT) {
 				return ErrUnavailable
 			}
 			return nil

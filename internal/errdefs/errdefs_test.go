@@ -83,3 +83,23 @@ func TestOutermostClass(t *testing.T) {
 		t.Errorf("Classified/Is of ErrInternal: an unclassified error has no class")
 	}
 }
+
+func TestExplicit(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{syscall.ENOSPC, false},
+		{fmt.Errorf("write: %w", syscall.EDQUOT), false},
+		{New(ErrResourceExhausted, "full: %w", syscall.ENOSPC), true},
+		{errors.New("plain"), false},
+		{ErrNotFound, true},
+	} {
+		if got := Explicit(tc.err); got != tc.want {
+			t.Errorf("Explicit(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if c := ClassOf(syscall.ENOSPC); c != ErrUnavailable {
+		t.Errorf("ClassOf(ENOSPC) = %v, want unavailable (the daemon's view)", c)
+	}
+}
