@@ -36,7 +36,10 @@ func (d *Daemon) openNetwork() (session.Network, error) {
 	}
 	m, err := network.New(nc)
 	if err != nil {
-		return nil, err
+		// A host without what egress needs still runs sessions: they
+		// get mode none, and asking for more is refused with a reason.
+		d.log.Warn("sessions get no egress on this host: setting up their network failed", "error", err)
+		return nil, nil
 	}
 	// What a daemon before this one left (killed, or stopped with keep)
 	// goes now: an old policy with no forwarder behind it stays in force

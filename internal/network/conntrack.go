@@ -1,6 +1,7 @@
 package network
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -31,7 +32,14 @@ func (f flowFilter) MatchConntrackFlow(fl *netlink.ConntrackFlow) bool {
 // reset, so a policy change applies to connections already open, not only
 // to new ones; allowed connections keep their entries and go on.
 func (m *Manager) dropFlows(src netip.Addr, keep func(dst netip.Addr, proto uint8, port uint16) bool) error {
-	_, err := m.nl.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, flowFilter{src: src, keep: keep})
+	// A netfilter netlink handle of its own: the manager's is route only
+	// (New says why), and egress needs nfnetlink anyway for its table.
+	h, err := netlink.NewHandleAt(m.ns, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return fmt.Errorf("conntrack: %w", err)
+	}
+	defer h.Close()
+	_, err = h.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, flowFilter{src: src, keep: keep})
 	return err
 }
 

@@ -113,7 +113,11 @@ func New(cfg Config) (*Manager, error) {
 		}
 		m.ns, nsfd = ns, int(ns)
 	}
-	nl, err := netlink.NewHandleAt(m.ns)
+	// Route netlink only: a handle of every family would also open
+	// XFRM and netfilter sockets, and a kernel without those modules
+	// loaded refuses the whole handle (EPROTONOSUPPORT, seen on Debian
+	// 12's kernel in test/vm).
+	nl, err := netlink.NewHandleAt(m.ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		m.ns.Close()
 		return nil, fmt.Errorf("netlink: %w", err)
@@ -395,7 +399,7 @@ func (m *Manager) linkUp(s *session, nsPath string) error {
 	if err := m.nl.LinkSetUp(host); err != nil {
 		return err
 	}
-	h, err := netlink.NewHandleAt(sns)
+	h, err := netlink.NewHandleAt(sns, unix.NETLINK_ROUTE)
 	if err != nil {
 		return err
 	}
