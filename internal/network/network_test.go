@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -409,25 +408,6 @@ func checkClean(t *testing.T, w *world) {
 			}
 		}
 	}
-}
-
-func TestDumpRuleset(t *testing.T) {
-	if os.Getenv("WARREN_NFT_DUMP") == "" {
-		t.Skip("debugging aid")
-	}
-	w := newWorld(t)
-	m := w.manager(t)
-	s := w.sandbox(t)
-	s.attach(t, m, "sbx1", policy(t, m, "allowlist", []string{"allowed.test", "203.0.113.0/24:8080"}, []string{"198.51.100.99"}))
-	wantOK(t, s, "allowed.test", 80)
-	inNS(w.Host, func() error {
-		out, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
-		t.Logf("%s %v", out, err)
-		return nil
-	})
-	start := time.Now()
-	_, err := s.resolve(upstreamAddr, "allowed.test", "udp")
-	t.Logf("other resolver: %v after %v", err, time.Since(start))
 }
 
 // TestIPv6Blocked gives a session's link, the uplink and the internet
