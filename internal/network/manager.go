@@ -17,6 +17,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/network/nsexec"
 )
 
 // DefaultRange is where sessions' addresses come from: one /30 each (the
@@ -420,50 +422,11 @@ func (m *Manager) linkUp(s *session, nsPath string) error {
 	// A packet sent before both ends are operational is dropped (the
 	// first SYN then waits a second for its retransmission): wait the
 	// tens of microseconds that takes.
-	if err := waitUp(m.nl, ifname, h, "eth0"); err != nil {
+	if err := nsexec.WaitUp(m.nl, ifname, h, "eth0"); err != nil {
 		return err
 	}
 	ok = true
 	return nil
-}
-
-// waitUp waits until two links are operationally up.
-func waitUp(h1 *netlink.Handle, n1 string, h2 *netlink.Handle, n2 string) error {
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		a, err := h1.LinkByName(n1)
-		if err != nil {
-			return err
-		}
-		b, err := h2.LinkByName(n2)
-		if err != nil {
-			return err
-		}
-		// The kernel marks a link up a moment before it gives it its
-		// real queueing discipline; until then ("noop") it drops.
-		ready := func(h *netlink.Handle, l netlink.Link) bool {
-			if l.Attrs().OperState != netlink.OperUp {
-				return false
-			}
-			qs, err := h.QdiscList(l)
-			if err != nil || len(qs) == 0 {
-				return false // noop is not listed
-			}
-			for _, q := range qs {
-				if q.Type() == "noop" {
-					return false
-				}
-			}
-			return true
-		}
-		if ready(h1, a) && ready(h2, b) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("link %s is not up after 2 s (state %s and %s)", n1, a.Attrs().OperState, b.Attrs().OperState)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
 }
 
 // linkDown deletes the host side, which takes the sandbox's end with it;

@@ -13,61 +13,17 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"github.com/warrenhq/warren/internal/network/nsexec"
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
 // Do runs fn on an OS thread in the network namespace ns (sockets it
 // opens stay there).
-func Do(ns netns.NsHandle, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		err = fn()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
-}
-
-// waitUp waits until two links are operationally up with their queueing
-// discipline in place.
-func waitUp(h1 *netlink.Handle, n1 string, h2 *netlink.Handle, n2 string) error {
-	ready := func(h *netlink.Handle, name string) bool {
-		l, err := h.LinkByName(name)
-		if err != nil || l.Attrs().OperState != netlink.OperUp {
-			return false
-		}
-		qs, err := h.QdiscList(l)
-		return err == nil && len(qs) > 0 && qs[0].Type() != "noop"
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for !ready(h1, n1) || !ready(h2, n2) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("links %s and %s are not up after 2 s", n1, n2)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
-	return nil
-}
+var Do = nsexec.Do
 
 func ipnet(a string, bits int) *net.IPNet {
 	return &net.IPNet{IP: net.ParseIP(a).To4(), Mask: net.CIDRMask(bits, 32)}
@@ -187,7 +143,7 @@ func NewWorld(t testing.TB) *World {
 	Must(t, ih.AddrAdd(up1, &netlink.Addr{IPNet: ipnet(UpstreamAddr, 24)}))
 	Must(t, ih.LinkSetUp(up1))
 	// Packets sent before both ends are operational are dropped.
-	Must(t, waitUp(hh, "up0", ih, "up1"))
+	Must(t, nsexec.WaitUp(hh, "up0", ih, "up1"))
 	lo, err := ih.LinkByName("lo")
 	Must(t, err)
 	for _, a := range []string{"198.51.100.10", "198.51.100.20", "203.0.113.30", "10.99.0.1", "169.254.169.254", "100.64.0.1"} {
