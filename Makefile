@@ -57,8 +57,16 @@ vet:
 # staticcheck (tools/go.mod), tests included. A finding that is intended is
 # silenced where it is, with the reason: a //lint:ignore comment on the
 # line, or a staticcheck.conf in the package's directory.
+#
+# errcheck (also tools/go.mod) on the product code: every dropped error is
+# either handled, or assigned to _ with a comment saying why, or its function
+# is in tools/errcheck-excludes.txt in a group whose comment says why (closes
+# of handles, replies to a peer that left, cleanup on a path that already
+# failed). Tests are left out: a test's dropped error shows as a failed
+# assertion after it, and its cleanup errors have no one to tell.
 lint:
 	$(GO) tool -modfile=tools/go.mod staticcheck ./...
+	$(GO) tool -modfile=tools/go.mod errcheck -ignoretests -ignoregenerated -exclude tools/errcheck-excludes.txt ./...
 
 # Regenerate the RPC API's Go code under api/gen from api/proto: buf lint,
 # then buf generate with local plugins, every tool from tools/go.mod (no

@@ -175,7 +175,7 @@ func (c *Client) doJSON(ctx context.Context, method, path string, query url.Valu
 // closeBody drains a little of what is left of body, so that the connection
 // can be reused, and closes it.
 func closeBody(body io.ReadCloser) {
-	io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 	body.Close()
 }
 

@@ -50,7 +50,10 @@ type Agent struct {
 func Main() {
 	// Not dumpable: no sandboxed process may open /proc/1/fd, /proc/1/mem
 	// or ptrace the agent, even with the same uid.
-	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "warren agent: make the agent undumpable: %v\n", err)
+		os.Exit(1)
+	}
 	//lint:ignore SA4023 run returns only when the agent cannot go on, always with the reason.
 	if err := run(); err != nil {
 		fmt.Fprintf(os.Stderr, "warren agent: %v\n", err)
@@ -72,7 +75,7 @@ func run() error {
 	unix.Close(spec.FDExe)
 	if err := unix.CloseRange(spec.FDSpec, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		for fd := spec.FDSpec; fd <= s.LastFD(); fd++ {
-			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
 		}
 	}
 	ignoreSignals()
@@ -99,7 +102,9 @@ func run() error {
 			env = acct.env(env)
 			// The session's base directory belongs to its user.
 			if fi, err := os.Stat(s.BaseDir); err == nil && fi.IsDir() {
-				os.Chown(s.BaseDir, int(acct.uid), int(acct.gid))
+				// A directory left to root shows at the user's first
+				// write there, with the kernel's reason.
+				_ = os.Chown(s.BaseDir, int(acct.uid), int(acct.gid))
 			}
 		}
 	}
@@ -151,9 +156,11 @@ func trustedPeer(c net.Conn, userns bool) bool {
 		return false
 	}
 	var cred *unix.Ucred
-	raw.Control(func(fd uintptr) {
+	if cerr := raw.Control(func(fd uintptr) {
 		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	})
+	}); cerr != nil {
+		return false // the function never ran: cred is unknown
+	}
 	if err != nil || cred.Pid != 0 {
 		return false
 	}
@@ -446,7 +453,7 @@ func (a *Agent) runArgv(ctx context.Context, argv, env []string, dir string, std
 	cols := []*collector{collect(outR, agentproto.ChanStdout, out), collect(errR, agentproto.ChanStderr, out)}
 	if inW != nil {
 		go func() {
-			io.Copy(inW, stdin)
+			_, _ = io.Copy(inW, stdin) // the command sees EOF either way; its own result is what counts
 			inW.Close()
 		}()
 	}

@@ -154,7 +154,7 @@ func readFile(ctx context.Context, s *agentproto.Stream, p string, max int64) (i
 		unix.Close(fd)
 		return 0, tooLarge(max)
 	}
-	unix.SetNonblock(fd, false)
+	_ = unix.SetNonblock(fd, false) // if it stays non-blocking, the read reports EAGAIN
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	var src io.Reader = f
@@ -376,7 +376,10 @@ func (a *Agent) mkdirAll(p string) (int, error) {
 		if errors.Is(err, unix.ENOENT) && c != ".." {
 			err = unix.Mkdirat(fd, c, 0o755)
 			if err == nil && a.owner != nil {
-				unix.Fchownat(fd, c, int(a.owner.uid), int(a.owner.gid), unix.AT_SYMLINK_NOFOLLOW)
+				// Best effort, as for a file's owner: the directory
+				// exists either way, and a user who cannot write in it is
+				// told so by the write.
+				_ = unix.Fchownat(fd, c, int(a.owner.uid), int(a.owner.gid), unix.AT_SYMLINK_NOFOLLOW)
 			}
 			if err == nil || errors.Is(err, unix.EEXIST) {
 				next, err = openIn(fd, c, unix.O_PATH|unix.O_DIRECTORY, 0)
@@ -670,7 +673,7 @@ func tarEntry(tw *tar.Writer, dfd int, name, entry string, st *unix.Stat_t) erro
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return nil
 		}
-		unix.SetNonblock(fd, false)
+		_ = unix.SetNonblock(fd, false) // if it stays non-blocking, the read reports EAGAIN
 		hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
@@ -766,10 +769,10 @@ func (a *Agent) tarPut(ctx context.Context, s *agentproto.Stream, p string, max 
 	}
 	// Directory times last, after their contents were written.
 	for _, d := range dirs {
-		root.Chtimes(d.Name, d.ModTime, d.ModTime)
+		_ = root.Chtimes(d.Name, d.ModTime, d.ModTime)
 	}
 	// Drain the rest (tar padding) so the sender is not left waiting.
-	io.Copy(io.Discard, cr)
+	_, _ = io.Copy(io.Discard, cr) // cr.err, checked next, records a failed read
 	if cr.err != nil {
 		return cr.n, cr.err
 	}
@@ -798,9 +801,11 @@ func extractEntry(root *os.Root, name string, hdr *tar.Header, r io.Reader) erro
 		if err := root.MkdirAll(name, 0o755); err != nil {
 			return err
 		}
-		root.Chmod(name, mode)
+		if err := root.Chmod(name, mode); err != nil {
+			return err
+		}
 	case tar.TypeReg:
-		root.Remove(name)
+		_ = root.Remove(name) // a file in the way; the exclusive create below fails if it stays
 		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 		if err != nil {
 			return err
@@ -812,9 +817,11 @@ func extractEntry(root *os.Root, name string, hdr *tar.Header, r io.Reader) erro
 		if err := f.Close(); err != nil {
 			return err
 		}
-		root.Chmod(name, mode)
+		if err := root.Chmod(name, mode); err != nil {
+			return err
+		}
 	case tar.TypeSymlink:
-		root.Remove(name)
+		_ = root.Remove(name) // as for regular files: Symlink fails if it stays
 		if err := root.Symlink(hdr.Linkname, name); err != nil {
 			return err
 		}
@@ -823,16 +830,19 @@ func extractEntry(root *os.Root, name string, hdr *tar.Header, r io.Reader) erro
 		if target == ".." || strings.HasPrefix(target, "../") {
 			return tarEscape
 		}
-		root.Remove(name)
+		_ = root.Remove(name) // as for regular files: Link fails if it stays
 		if err := root.Link(target, name); err != nil {
 			return err
 		}
 	default:
 		return nil // devices, FIFOs and the like are not extracted
 	}
-	root.Lchown(name, hdr.Uid, hdr.Gid)
+	// Owners and times are kept where the agent may set them (a session
+	// user who is not root may not give files away), as tar does for a
+	// user who is not root.
+	_ = root.Lchown(name, hdr.Uid, hdr.Gid)
 	if hdr.Typeflag != tar.TypeSymlink {
-		root.Chtimes(name, time.Now(), hdr.ModTime)
+		_ = root.Chtimes(name, time.Now(), hdr.ModTime)
 	}
 	return nil
 }

@@ -120,7 +120,7 @@ func (c *collector) finish() (held bool) {
 	}
 	eof := false
 	buf := make([]byte, 32<<10)
-	rc.Read(func(fd uintptr) bool {
+	if rerr := rc.Read(func(fd uintptr) bool {
 		for {
 			n, err := unix.Read(int(fd), buf)
 			switch {
@@ -134,7 +134,9 @@ func (c *collector) finish() (held bool) {
 				return true // EAGAIN: a writer remains
 			}
 		}
-	})
+	}); rerr != nil {
+		return true // the descriptor is closed: nothing more to read
+	}
 	return !eof
 }
 
@@ -282,5 +284,5 @@ func (r *ring) Bytes() []byte {
 // processes never block on a full pipe or die of SIGPIPE.
 func (r *ring) drain(f *os.File) {
 	defer f.Close()
-	io.Copy(r, f)
+	_, _ = io.Copy(r, f) // ends when every writer is gone, or the pipe fails: either way, the end
 }

@@ -198,7 +198,9 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 		if cols <= 0 || rows <= 0 {
 			cols, rows = 80, 24
 		}
-		pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+		// A terminal whose size could not be set keeps the kernel's
+		// default; a resize can set it later.
+		_ = pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 		if master, err = pollable(master); err != nil {
 			slave.Close()
 			return nil, fmt.Errorf("open a terminal: %w", err)
@@ -209,7 +211,8 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 		readers = []*os.File{master}
 		closeAfter = []*os.File{slave}
 		if a.owner != nil {
-			os.Chown(slave.Name(), int(a.owner.uid), int(a.owner.gid))
+			// Best effort: the process runs on the terminal either way.
+			_ = os.Chown(slave.Name(), int(a.owner.uid), int(a.owner.gid))
 		}
 	} else {
 		outR, outW, err := os.Pipe()

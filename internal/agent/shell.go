@@ -511,7 +511,7 @@ func openFifo(path string, replace bool) (*os.File, unix.Stat_t, error) {
 		if !errors.Is(err, unix.ENOENT) {
 			unix.Unlink(path)
 		}
-		os.MkdirAll(runDir, 0o700)
+		_ = os.MkdirAll(runDir, 0o700) // Mkfifo below reports why if it is still missing
 		if err := unix.Mkfifo(path, 0o600); err != nil && !errors.Is(err, unix.EEXIST) {
 			return nil, unix.Stat_t{}, fmt.Errorf("create %s: %w", path, err)
 		}
@@ -522,7 +522,8 @@ func openFifo(path string, replace bool) (*os.File, unix.Stat_t, error) {
 // root: the shell runs as that user and must open them.
 func (sh *shell) own(path string) {
 	if o := sh.a.owner; o != nil {
-		os.Lchown(path, int(o.uid), int(o.gid))
+		// If this fails, the shell's open of the file fails with the reason.
+		_ = os.Lchown(path, int(o.uid), int(o.gid))
 	}
 }
 
@@ -539,7 +540,7 @@ func writeCommand(text string) error {
 			return fmt.Errorf("write %s: %w", cmdPath, err)
 		}
 		unix.Unlink(cmdPath)
-		os.MkdirAll(runDir, 0o700)
+		_ = os.MkdirAll(runDir, 0o700) // the next Open reports why if it is still missing
 	}
 }
 
@@ -692,7 +693,7 @@ loop:
 					stdinDone = make(chan struct{})
 					go func() {
 						defer close(stdinDone)
-						io.Copy(inF, stdin)
+						_, _ = io.Copy(inF, stdin) // the command sees EOF either way
 						closeIn.Do(func() { inF.Close() })
 					}()
 				}

@@ -54,7 +54,8 @@ func lookupUser(spec string) (*account, error) {
 		gid, err := strconv.ParseUint(grp, 10, 32)
 		if err != nil {
 			found := false
-			scanColon("/etc/group", func(f []string) bool {
+			// An image without /etc/group names no groups: refused below.
+			_ = scanColon("/etc/group", func(f []string) bool {
 				if len(f) >= 3 && f[0] == grp {
 					if n, err := strconv.ParseUint(f[2], 10, 32); err == nil {
 						gid, found = n, true
@@ -68,8 +69,9 @@ func lookupUser(spec string) (*account, error) {
 		}
 		acct.gid = uint32(gid)
 	}
-	// Supplementary groups that list the user by name.
-	scanColon("/etc/group", func(f []string) bool {
+	// Supplementary groups that list the user by name; an image without
+	// /etc/group has none.
+	_ = scanColon("/etc/group", func(f []string) bool {
 		if len(f) >= 4 && acct.name != "" {
 			for _, m := range strings.Split(f[3], ",") {
 				if m == acct.name {

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,9 +92,17 @@ func (l *Log) Record(r Record) error {
 	}
 	if l.size+int64(len(b)) > l.maxBytes {
 		l.f.Close()
-		os.Rename(l.path, l.path+".1")
+		// A rotation that fails keeps the record: it goes on the end of
+		// the current file, which then grows past its cap until a
+		// rotation succeeds, and the error says so.
+		rerr := os.Rename(l.path, l.path+".1")
 		if err := l.openLocked(); err != nil {
 			return err
+		}
+		if rerr != nil {
+			n, err := l.f.Write(b)
+			l.size += int64(n)
+			return errors.Join(fmt.Errorf("rotate the audit log: %w", rerr), err)
 		}
 	}
 	n, err := l.f.Write(b)

@@ -73,3 +73,40 @@ func TestRotation(t *testing.T) {
 		t.Errorf("after rotation %d records readable", len(got))
 	}
 }
+
+// A rotation that cannot rename the full file keeps every record (on the
+// end of the current file) and says so, rather than dropping records or
+// failing silently.
+func TestRotationFailureKeepsRecords(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.maxBytes = 500
+	// A non-empty directory where the rotated file goes: rename fails.
+	if err := os.MkdirAll(filepath.Join(dir, "audit.log.1", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var rotateErrs int
+	for i := 0; i < 20; i++ {
+		if err := l.Record(Record{Tenant: "t", Op: strings.Repeat("x", 20), Status: 200, Outcome: "ok"}); err != nil {
+			if !strings.Contains(err.Error(), "rotate the audit log") {
+				t.Fatalf("record %d: %v", i, err)
+			}
+			rotateErrs++
+		}
+	}
+	if rotateErrs == 0 {
+		t.Error("no record reported the failed rotation")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n != 20 {
+		t.Errorf("%d of 20 records kept", n)
+	}
+}

@@ -141,11 +141,11 @@ func Run(ctx context.Context, c *client.Client, o Options) (*Report, error) {
 	}
 
 	sid := o.Prefix + "-main"
-	c.DeleteSession(ctx, sid)
+	_ = c.DeleteSession(ctx, sid) // a leftover of an earlier run, if any
 	if _, err := c.CreateSession(ctx, &api.CreateSessionRequest{ID: sid}); err != nil {
 		return nil, fmt.Errorf("create the benchmark session: %w", err)
 	}
-	defer c.DeleteSession(context.WithoutCancel(ctx), sid)
+	defer deleteQuietly(ctx, c, sid)
 
 	logf("create and delete")
 	var creates, deletes []time.Duration
@@ -269,14 +269,14 @@ func throughput(ctx context.Context, c *client.Client, o Options, req api.ExecRe
 	ids := make([]string, o.Clients)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-t%d", o.Prefix, i)
-		c.DeleteSession(ctx, ids[i])
+		_ = c.DeleteSession(ctx, ids[i]) // a leftover of an earlier run, if any
 		if _, err := c.CreateSession(ctx, &api.CreateSessionRequest{ID: ids[i]}); err != nil {
 			return 0, err
 		}
 	}
 	defer func() {
 		for _, id := range ids {
-			c.DeleteSession(context.WithoutCancel(ctx), id)
+			deleteQuietly(ctx, c, id)
 		}
 	}()
 	var done atomic.Int64
@@ -317,7 +317,7 @@ func density(ctx context.Context, c *client.Client, o Options) ([]Result, error)
 	ids := make([]string, 0, o.Density)
 	defer func() {
 		for _, id := range ids {
-			c.DeleteSession(context.WithoutCancel(ctx), id)
+			deleteQuietly(ctx, c, id)
 		}
 	}()
 	t0 := time.Now()
@@ -395,4 +395,11 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// deleteQuietly deletes a benchmark's session on the way out, even when the
+// benchmark was canceled; a session left behind is named in the log of the
+// daemon, whose reaper removes it at its TTL.
+func deleteQuietly(ctx context.Context, c *client.Client, id string) {
+	_ = c.DeleteSession(context.WithoutCancel(ctx), id)
 }

@@ -30,7 +30,7 @@ func (h HostInfo) String() string {
 
 func hostInfo() HostInfo {
 	var u unix.Utsname
-	unix.Uname(&u)
+	_ = unix.Uname(&u) // never fails; an empty kernel name if it did
 	h := HostInfo{Kernel: unix.ByteSliceToString(u.Release[:]), CPUs: runtime.NumCPU()}
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) == nil {
@@ -96,7 +96,7 @@ func bareSandbox() error {
 	if err != nil {
 		return err
 	}
-	defer unix.Rmdir(cg)
+	defer func() { _ = unix.Rmdir(cg) }() // an empty cgroup left behind is harmless
 	merged := filepath.Join(dir, "merged")
 	opts := fmt.Sprintf("lowerdir=/usr,upperdir=%s/upper,workdir=%s/work", dir, dir)
 	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {

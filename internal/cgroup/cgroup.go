@@ -824,7 +824,7 @@ func (s *Session) Kill() error {
 		if frozen {
 			// Frozen tasks die only once thawed; the freezer already
 			// stopped them forking.
-			writeFile(freezer, "THAWED")
+			_ = writeFile(freezer, "THAWED") // the survivors check below reports what stays
 			frozen = false
 		}
 		if time.Now().After(deadline) {
@@ -833,7 +833,7 @@ func (s *Session) Kill() error {
 		time.Sleep(time.Millisecond)
 	}
 	if frozen {
-		writeFile(freezer, "THAWED")
+		_ = writeFile(freezer, "THAWED") // an emptied cgroup; its removal follows
 	}
 	return nil
 }

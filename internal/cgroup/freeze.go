@@ -51,11 +51,11 @@ func (s *Session) Freeze(ctx context.Context) error {
 		if err == nil && s.h.version == 1 {
 			// v1 stays in FREEZING while a task refuses to stop (one in
 			// an uninterruptible sleep); writing FROZEN again retries it.
-			writeFile(state, "FROZEN")
+			_ = writeFile(state, "FROZEN") // the next read of the state tells
 		}
 		select {
 		case <-ctx.Done():
-			s.Thaw()
+			_ = s.Thaw() // the freeze failed; a failed thaw too is the caller's to see in the state
 			return fmt.Errorf("freeze cgroup %s: %w", s.name, ctx.Err())
 		case <-time.After(delay):
 		}

@@ -247,7 +247,7 @@ func writeLocalFile(target string, r io.Reader, perm fs.FileMode, mtime time.Tim
 	}
 	ok = true
 	if !mtime.IsZero() {
-		os.Chtimes(target, mtime, mtime)
+		_ = os.Chtimes(target, mtime, mtime) // a time not kept, as cp without -p
 	}
 	return nil
 }

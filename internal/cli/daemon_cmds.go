@@ -228,7 +228,7 @@ func (f *settingValue) Set(v string) error {
 
 func newLogger(format, level string) *slog.Logger {
 	var lv slog.Level
-	lv.UnmarshalText([]byte(level))
+	_ = lv.UnmarshalText([]byte(level)) // config.Validate accepted only known levels
 	opts := &slog.HandlerOptions{Level: lv}
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts))

@@ -72,7 +72,7 @@ display on a terminal, a line per step otherwise.`,
 				return fmt.Errorf("pull %s: %w", ref, err)
 			}
 			if disp != nil {
-				disp.done("done")
+				_ = disp.done("done") // the display is cosmetic; the result line follows
 			}
 			fmt.Fprintf(a.stdout, "%s %s\n", img.Name, img.Digest)
 			return nil

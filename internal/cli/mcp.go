@@ -106,7 +106,7 @@ func (a *app) mcpEmbedded(ctx context.Context, cmd *cobra.Command, cfg config.Co
 		b, err := os.ReadFile(filepath.Join(cfg.DataDir, daemon.AdminKeyFile))
 		if err != nil {
 			cancel()
-			<-served
+			_ = <-served // the read error below is the one to report
 			return fmt.Errorf("the embedded daemon has keys but its admin key file cannot be read: %w", err)
 		}
 		key = strings.TrimSpace(string(b))

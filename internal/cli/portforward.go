@@ -114,7 +114,7 @@ a note on stderr.`,
 func splice(a, b io.ReadWriteCloser) {
 	done := make(chan struct{}, 2)
 	cp := func(dst, src io.ReadWriteCloser) {
-		io.Copy(dst, src)
+		_, _ = io.Copy(dst, src) // either side ending ends the forward
 		done <- struct{}{}
 	}
 	go cp(a, b)

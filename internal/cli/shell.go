@@ -112,7 +112,7 @@ func (a *app) attach(conn *client.ShellConn, fd int, isTerm bool) error {
 		if err != nil {
 			return fmt.Errorf("put the terminal in raw mode: %w", err)
 		}
-		defer term.Restore(fd, old)
+		defer func() { _ = term.Restore(fd, old) }() // nothing more to do for a terminal that will not restore
 		stopResizes := forwardResizes(fd, conn)
 		defer stopResizes()
 	}
@@ -191,7 +191,7 @@ func nonBlocking(f *os.File) bool {
 		return false
 	}
 	nb := false
-	rc.Control(func(fd uintptr) {
+	_ = rc.Control(func(fd uintptr) { // nb stays false if it never ran
 		flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
 		nb = err == nil && flags&unix.O_NONBLOCK != 0
 	})
@@ -203,7 +203,7 @@ func nonBlocking(f *os.File) bool {
 func forwardResizes(fd int, conn *client.ShellConn) (stop func()) {
 	resize := func() {
 		if cols, rows, err := term.GetSize(fd); err == nil {
-			conn.Resize(cols, rows)
+			_ = conn.Resize(cols, rows) // a lost resize leaves the old size; the next one sets it
 		}
 	}
 	winch := make(chan os.Signal, 1)

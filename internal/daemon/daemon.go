@@ -113,7 +113,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Daemon, err
 		return nil, err
 	}
 	// From here a failure stops the sessions Recover adopted.
-	c.Add(func() { d.manager.Close(ctx) })
+	c.Add(func() { d.logClose("sessions", d.manager.Close(ctx)) })
 	if err := d.openEdge(ctx); err != nil {
 		return nil, err
 	}
@@ -349,7 +349,7 @@ func (d *Daemon) Shutdown() error {
 		d.pprof.Close()
 	}
 	if d.srv != nil {
-		d.srv.Shutdown(grace)
+		d.logClose("server (connections cut at the grace period)", d.srv.Shutdown(grace))
 	} else if d.ln != nil {
 		d.ln.Close()
 	}
@@ -382,15 +382,15 @@ func (d *Daemon) release() {
 	d.closeLayers()
 	d.closeNetwork()
 	if d.rt != nil {
-		d.rt.Close()
+		d.logClose("runtime", d.rt.Close())
 		d.rt = nil
 	}
 	if d.audit != nil {
-		d.audit.Close()
+		d.logClose("audit log", d.audit.Close())
 		d.audit = nil
 	}
 	if d.store != nil {
-		d.store.Close()
+		d.logClose("store", d.store.Close())
 		d.store = nil
 	}
 	if d.layers != nil && d.keep {
@@ -412,5 +412,14 @@ func (d *Daemon) release() {
 	if d.lock != nil {
 		d.lock.Close()
 		d.lock = nil
+	}
+}
+
+// logClose logs a part of the daemon that did not close cleanly. Shutdown
+// goes on: what a part leaves behind is found by the next start's
+// reconciliation, and the log says where to look.
+func (d *Daemon) logClose(what string, err error) {
+	if err != nil {
+		d.log.Warn("close "+what, "error", err)
 	}
 }

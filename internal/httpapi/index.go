@@ -54,5 +54,5 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	indexPage.Execute(w, data)
+	_ = indexPage.Execute(w, data) // a failed write means the client left
 }

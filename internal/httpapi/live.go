@@ -523,7 +523,7 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 		if typ == websocket.MessageText {
 			if msg, ok := controlMessage(data); ok {
 				if msg.Type == "resize" {
-					s.m.ResizeProcess(cctx, tn, id, pid, msg.Cols, msg.Rows)
+					_ = s.m.ResizeProcess(cctx, tn, id, pid, msg.Cols, msg.Rows) // a resize of an ended shell: the output side reports the end
 				}
 				continue // a control message of a newer client: not for the terminal
 			}
@@ -539,7 +539,9 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 	<-outDone
 	if killOnClose {
 		kctx, kcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		s.m.KillProcess(kctx, tn, id, pid)
+		if err := s.m.KillProcess(kctx, tn, id, pid); err != nil && errdefs.ClassOf(err) != errdefs.ErrNotFound {
+			s.log.Warn("end a shell whose client left", "session_id", id, "pid", pid, "error", err)
+		}
 		kcancel()
 	}
 }
@@ -565,7 +567,9 @@ func (s *Server) shellFailed(ctx context.Context, c *websocket.Conn, r *http.Req
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "request_id", edge.RequestID(r.Context()), "error", err)
 	}
 	edge.Failed(r.Context(), err) // for the access log and the audit record
-	wsJSON(ctx, c, api.ShellMessage{Type: "error", Error: &api.ErrorBody{Code: cl.String(), Message: err.Error()}})
+	// The close that follows carries the class too, for a client that
+	// missed this message.
+	_ = wsJSON(ctx, c, api.ShellMessage{Type: "error", Error: &api.ErrorBody{Code: cl.String(), Message: err.Error()}})
 	status := websocket.StatusPolicyViolation
 	switch cl {
 	case errdefs.ErrResourceExhausted, errdefs.ErrUnavailable:

@@ -334,7 +334,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 func splice(a, b io.ReadWriteCloser) {
 	done := make(chan struct{}, 2)
 	cp := func(dst, src io.ReadWriteCloser) {
-		io.Copy(dst, src)
+		_, _ = io.Copy(dst, src) // either side ending ends the splice
 		done <- struct{}{}
 	}
 	go cp(a, b)

@@ -45,7 +45,10 @@ func openDenialLog(nsfd int) (*denialLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open nfnetlink_log: %w", err)
 	}
-	c.SetReadBuffer(nflogSocketBuffer)
+	// With the default buffer a burst of denials may overflow it: the
+	// reader counts what it lost (ENOBUFS), so a failure here costs records,
+	// never the log.
+	_ = c.SetReadBuffer(nflogSocketBuffer)
 	mode := make([]byte, 6)
 	binary.BigEndian.PutUint32(mode, nflogCopyRange)
 	mode[4] = nfulnlCopyPacket

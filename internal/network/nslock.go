@@ -55,8 +55,9 @@ func lockNS(nsPath string) (*nsLock, error) {
 			f.Close()
 			continue
 		}
-		f.Truncate(0)
-		f.WriteAt([]byte(fmt.Sprint(os.Getpid())), 0)
+		// The pid is for people reading the file; the lock is the claim.
+		_ = f.Truncate(0)
+		_, _ = f.WriteAt([]byte(fmt.Sprint(os.Getpid())), 0)
 		return &nsLock{f: f}, nil
 	}
 }

@@ -43,7 +43,8 @@ func Main() {
 			fail.Step, fail.Error = f.step, f.err.Error()
 		}
 		b, _ := json.Marshal(fail)
-		status.Write(append([]byte{spec.StatusError}, b...))
+		_, _ = status.Write( // the daemon sees the exit if the report is lost
+			append([]byte{spec.StatusError}, b...))
 		os.Exit(1)
 	}
 }

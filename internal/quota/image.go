@@ -100,7 +100,7 @@ func (f *imageFS) adopt(dir string) error {
 		// The reserved clusters do not survive a mount: fit again.
 		if b, err := getxattr(img, limitXattr); err == nil {
 			if blocks, err := strconv.ParseInt(string(b), 10, 64); err == nil {
-				fitCapacity(layer, dev, blocks)
+				_, _ = fitCapacity(layer, dev, blocks) // unfitted, the layer offers the estimate's small surplus, as without the xattr
 			}
 		}
 	}
@@ -190,7 +190,7 @@ func (f *imageFS) create(dir string, limitBytes int64) (err error) {
 	// For a later mount of the image (Open after Close, or after a crash).
 	// Without it (a data directory without user xattrs) such a mount offers
 	// the estimate's small surplus too.
-	unix.Setxattr(img, limitXattr, []byte(strconv.FormatInt(limitBlocks, 10)), 0)
+	_ = unix.Setxattr(img, limitXattr, []byte(strconv.FormatInt(limitBlocks, 10)), 0)
 	f.mu.Lock()
 	f.owned[dir] = dev
 	f.mu.Unlock()

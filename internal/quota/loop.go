@@ -123,7 +123,8 @@ func configureLoop(loop, img *os.File) error {
 		return err
 	}
 	if err := unix.IoctlLoopSetStatus64(int(loop.Fd()), &cfg.Info); err != nil {
-		unix.IoctlSetInt(int(loop.Fd()), unix.LOOP_CLR_FD, 0)
+		_ = unix.IoctlSetInt( // undo; the error returned is the first one
+			int(loop.Fd()), unix.LOOP_CLR_FD, 0)
 		return err
 	}
 	return nil

@@ -108,7 +108,7 @@ func (p *projectFS) probe(dir string) (err error) {
 	if err := p.setLimits(id, 1<<20, 0); err != nil {
 		return fmt.Errorf("%w: set a project quota on %s: %v", errUnusable, dir, err)
 	}
-	defer p.setLimits(id, 0, 0)
+	defer func() { _ = p.setLimits(id, 0, 0) }() // the probe's project id is never given to a layer
 	q, err := getProjectQuota(p.root, id)
 	if err != nil || q.Bhardlimit != 1<<10 {
 		return fmt.Errorf("%w: read back a project quota on %s: %v (limit %d KiB)", errUnusable, dir, err, q.Bhardlimit)

@@ -168,7 +168,9 @@ func (a *idAllocator) path(host uint32) string {
 
 // put gives back the block of this runtime's sandbox name.
 func (a *idAllocator) put(name string, r spec.IDRange) {
-	a.locked(func() error {
+	// A block not given back stays claimed by a sandbox that is gone,
+	// which the next start's sweep gives back.
+	_ = a.locked(func() error {
 		if e, err := a.read(r.HostID); err == nil && (e.Sessions != a.owner || e.Name != name) {
 			return nil // not that sandbox's (any more): leave it
 		}
@@ -322,7 +324,7 @@ func lockParent(runDir, parent, sessions string) (release func(), err error) {
 		return nil, fmt.Errorf("lock cgroup parent %s: %w", parent, err)
 	}
 	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(sessions), 0)
+		_, _ = f.WriteAt([]byte(sessions), 0) // for the message of a daemon refused; the lock is the claim
 	}
 	parentLocks.m[parent] = &parentLock{f: f, sessions: sessions, refs: 1}
 	return release, nil

@@ -44,7 +44,7 @@ func ProbeUserNS(dir string) error {
 	defer func() {
 		w.Close()
 		var ws unix.WaitStatus
-		unix.Wait4(pid, &ws, 0, nil)
+		_, _ = unix.Wait4(pid, &ws, 0, nil) // reap the probe; it has been told to exit
 	}()
 	userns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -610,7 +610,7 @@ func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *
 	if err := sb.watch(pidfd); err != nil {
 		unix.Kill(pid, unix.SIGKILL)
 		var ws unix.WaitStatus
-		unix.Wait4(pid, &ws, 0, nil)
+		_, _ = unix.Wait4(pid, &ws, 0, nil) // reap what was just killed
 		return nil, nil, err
 	}
 	cu.Add(sb.kill)
@@ -998,7 +998,8 @@ type Stats struct {
 // and PID 1 is reaped only once they are all gone.
 func (sb *Sandbox) kill() {
 	if sb.pidfd != nil {
-		unix.PidfdSendSignal(int(sb.pidfd.Fd()), unix.SIGKILL, nil, 0)
+		_ = unix.PidfdSendSignal( // ESRCH: it is gone already; the wait below tells
+			int(sb.pidfd.Fd()), unix.SIGKILL, nil, 0)
 	}
 	select {
 	case <-sb.done:
@@ -1130,7 +1131,7 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 	// A daemon that died while it copied the sandbox's layers left it
 	// frozen, and a frozen agent cannot answer the hello. A sandbox that
 	// is not frozen stays as it is (and a host without a freezer has none).
-	sb.Thaw()
+	_ = sb.Thaw()
 	if err := sb.connect(ctx, agentproto.Hello{}); err != nil {
 		sb.pidfd.Close()
 		r.ids.put(name, ids)

@@ -754,7 +754,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 	start := time.Now()
 	sb, err := m.rt.Start(ctx, cfg)
 	if err != nil {
-		m.store.DeleteSession(context.WithoutCancel(ctx), rec.Tenant, rec.ID)
+		m.forgetRecord(ctx, rec)
 		if errdefs.ClassOf(err) == errdefs.ErrInvalidArgument {
 			return fail(err) // the request's fault, such as an unknown user
 		}
@@ -762,7 +762,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 	}
 	if err := m.attachNetwork(ctx, rec, sb, req); err != nil {
 		sb.Destroy(ctx)
-		m.store.DeleteSession(context.WithoutCancel(ctx), rec.Tenant, rec.ID)
+		m.forgetRecord(ctx, rec)
 		return fail(err)
 	}
 	e.mu.Lock()
@@ -772,7 +772,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 	e.mu.Unlock()
 	if err := m.store.UpdateSession(ctx, rec); err != nil {
 		sb.Destroy(ctx)
-		m.store.DeleteSession(context.WithoutCancel(ctx), rec.Tenant, rec.ID)
+		m.forgetRecord(ctx, rec)
 		return fail(fmt.Errorf("record session: %w", err))
 	}
 	e.sb = sb
@@ -988,6 +988,17 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) (err error) {
 	return m.delete(ctx, key{tenant, id}, e, "deleted")
 }
 
+// forgetRecord removes the record of a session whose create failed. If the
+// store refuses, the record stays in state creating and the next start's
+// Recover marks it failed; the log says so now, since a user who was told
+// the create failed would otherwise meet a "failed" session later with no
+// clue why.
+func (m *Manager) forgetRecord(ctx context.Context, rec *Session) {
+	if err := m.store.DeleteSession(context.WithoutCancel(ctx), rec.Tenant, rec.ID); err != nil {
+		m.logFor(ctx).Error("remove the record of a session that failed to start; it will show as failed after a restart", "session_id", rec.ID, "tenant", rec.Tenant, "error", err)
+	}
+}
+
 func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error {
 	<-e.ready
 	if e.err != nil {
@@ -1158,7 +1169,7 @@ func (m *Manager) reaper() {
 		}
 		m.mu.Unlock()
 		for _, d := range due {
-			m.delete(context.Background(), d.k, d.e, "expired")
+			_ = m.delete(context.Background(), d.k, d.e, "expired") // it logs what it could not remove
 			m.obs.Reaped(d.why)
 		}
 		m.flushLastUsed(flush)
@@ -1224,7 +1235,7 @@ func (m *Manager) close(ctx context.Context, keep bool) error {
 			if keep && m.detach(ctx, e) {
 				return
 			}
-			m.delete(ctx, k, e, "deleted at shutdown")
+			_ = m.delete(ctx, k, e, "deleted at shutdown") // it logs what it could not remove
 		}()
 	}
 	wg.Wait()

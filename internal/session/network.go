@@ -87,7 +87,9 @@ func (m *Manager) attachNetwork(ctx context.Context, rec *Session, sb Sandbox, r
 	}
 	conf := "# warren: the session's name server answers the names its network policy allows.\nnameserver " + ns + "\noptions ndots:0\n"
 	if _, err := sb.WriteFile(ctx, "/etc/resolv.conf", 0o644, 4096, strings.NewReader(conf)); err != nil {
-		m.net.Detach(rec.Name)
+		if derr := m.net.Detach(rec.Name); derr != nil {
+			m.logFor(ctx).Warn("detach the network of a session that failed to start", "session_id", rec.ID, "error", derr)
+		}
 		return fmt.Errorf("write the session's /etc/resolv.conf: %w", err)
 	}
 	return nil

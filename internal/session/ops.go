@@ -169,7 +169,9 @@ func (m *Manager) Run(ctx context.Context, tenant string, req *RunRequest) (*Exe
 	if err != nil {
 		return nil, err
 	}
-	defer m.Delete(context.WithoutCancel(ctx), tenant, s.ID)
+	// The hidden session goes whatever the command did; a delete that
+	// fails logs what it left, and the reaper takes the session at its TTL.
+	defer func() { _ = m.Delete(context.WithoutCancel(ctx), tenant, s.ID) }()
 	return m.Exec(ctx, tenant, s.ID, &req.Exec, nil)
 }
 

@@ -277,7 +277,7 @@ func (l *layerService) Fork(ctx context.Context, tenant, id string, req *ForkReq
 		}
 		for _, s := range out {
 			if s != nil {
-				l.host.Delete(context.WithoutCancel(ctx), tenant, s.ID)
+				_ = l.host.Delete(context.WithoutCancel(ctx), tenant, s.ID) // undo; the error returned is the fork's
 			}
 		}
 		if auto {

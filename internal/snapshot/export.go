@@ -105,15 +105,15 @@ func ExportLimited(ctx context.Context, w io.Writer, m Manifest, layers []Layer,
 	tw := tar.NewWriter(zw)
 	e := &exporter{ctx: ctx, tw: tw, links: map[inode]string{}, max: max}
 	if err := e.manifest(&m); err != nil {
-		zw.Close()
+		_ = zw.Close() // the export failed already; err says why
 		return err
 	}
 	if err := e.trees(m, layers); err != nil {
-		zw.Close()
+		_ = zw.Close() // the export failed already; err says why
 		return err
 	}
 	if err := tw.Close(); err != nil {
-		zw.Close()
+		_ = zw.Close() // the export failed already; err says why
 		return err
 	}
 	return zw.Close()

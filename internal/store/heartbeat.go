@@ -38,7 +38,8 @@ func (s *SQLite) Heartbeat(ctx context.Context) (err error) {
 	defer func() {
 		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds())); rerr != nil {
 			// Never hand the pool a connection with the short wait.
-			conn.Raw(func(any) error { return driver.ErrBadConn })
+			// Raw's error is the ErrBadConn asked for: it drops the connection.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
 	_, err = conn.ExecContext(ctx,

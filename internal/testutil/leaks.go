@@ -185,7 +185,8 @@ func cgroupDirs(parent string) []string {
 	}
 	for _, r := range roots {
 		base := filepath.Join(r, parent)
-		filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
+		// The walk function never fails; unreadable parts are skipped.
+		_ = filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
 			if err != nil {
 				return nil
 			}

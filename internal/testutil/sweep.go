@@ -38,7 +38,8 @@ func sweepStale() {
 	}
 	var pids []int
 	for _, d := range dirs {
-		filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+		// The walk function never fails; unreadable parts are skipped.
+		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
 			if err == nil && e.Name() == "cgroup.procs" {
 				b, _ := os.ReadFile(p)
 				for _, f := range strings.Fields(string(b)) {
@@ -51,13 +52,13 @@ func sweepStale() {
 		})
 	}
 	for _, p := range pids {
-		syscall.Kill(p, syscall.SIGKILL)
+		_ = syscall.Kill(p, syscall.SIGKILL) // gone already, or the removal below reports it
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for _, d := range dirs {
 		for {
 			var sub []string
-			filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+			_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error { // never fails
 				if err == nil && e.IsDir() {
 					sub = append(sub, p)
 				}

@@ -190,7 +190,7 @@ func NewWorld(t testing.TB) *World {
 			if err != nil {
 				return
 			}
-			go func() { io.Copy(c, c); c.Close() }()
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
 		}
 	}()
 	t.Cleanup(func() { echo.Close() })
@@ -217,7 +217,7 @@ func NewWorld(t testing.TB) *World {
 			if err != nil {
 				return
 			}
-			c.Write([]byte("daemon\n"))
+			_, _ = c.Write([]byte("daemon\n")) // the test reading it reports a short read
 			c.Close()
 		}
 	}()
