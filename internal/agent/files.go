@@ -801,9 +801,11 @@ func extractEntry(root *os.Root, name string, hdr *tar.Header, r io.Reader) erro
 		if err := root.MkdirAll(name, 0o755); err != nil {
 			return err
 		}
-		if err := root.Chmod(name, mode); err != nil {
-			return err
-		}
+		// Best effort for directories: one that exists already may belong
+		// to someone else (the archive's "." over a shared directory), and
+		// its contents are what the archive is for. A file is the
+		// extract's own, so its mode must take.
+		_ = root.Chmod(name, mode)
 	case tar.TypeReg:
 		_ = root.Remove(name) // a file in the way; the exclusive create below fails if it stays
 		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
