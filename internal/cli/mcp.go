@@ -106,7 +106,8 @@ func (a *app) mcpEmbedded(ctx context.Context, cmd *cobra.Command, cfg config.Co
 		b, err := os.ReadFile(filepath.Join(cfg.DataDir, daemon.AdminKeyFile))
 		if err != nil {
 			cancel()
-			_ = <-served // the read error below is the one to report
+			//lint:ignore S1005 errcheck wants the daemon's error seen as dropped on purpose: the read error below is the one to report.
+			_ = <-served
 			return fmt.Errorf("the embedded daemon has keys but its admin key file cannot be read: %w", err)
 		}
 		key = strings.TrimSpace(string(b))
