@@ -434,21 +434,26 @@ async function auditTab(pane, id) {
 // ---------------------------------------------------------------- admin
 
 function chart(title, pts, key, fmt) {
-  const w = 320, ht = 90, pad = 4;
+  // One bar per sample (every 10 s), so that the first minute already
+  // shows something; SVG attributes, not styles, under the CSP.
+  const w = 360, ht = 90, pad = 2;
   const vals = pts.map((p) => p[key]);
-  const top = Math.max(1e-9, ...vals);
-  const x = (i) => pad + (i * (w - 2 * pad)) / Math.max(1, pts.length - 1);
-  const y = (v) => ht - pad - (v / top) * (ht - 2 * pad);
+  const top = Math.max(0, ...vals);
+  const slot = (w - 2 * pad) / Math.max(pts.length, 60);
   const s = svg('svg', { viewBox: `0 0 ${w} ${ht}`, class: 'chart', role: 'img', 'aria-label': `${title} over the last hour` });
-  if (pts.length > 1) s.append(svg('polyline', { points: vals.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(' '), fill: 'none', stroke: 'currentColor', 'stroke-width': 2 }));
+  vals.forEach((v, i) => {
+    const bh = top > 0 ? Math.max(1, (v / top) * (ht - 2 * pad)) : 0;
+    if (bh) s.append(svg('rect', { x: (w - pad - (vals.length - i) * slot).toFixed(2), y: (ht - pad - bh).toFixed(2), width: Math.max(1, slot - 1).toFixed(2), height: bh.toFixed(2), fill: 'currentColor' }));
+  });
   const last = vals.length ? vals[vals.length - 1] : 0;
-  return h('figure', { class: 'card' }, h('figcaption', {}, title, ': ', h('strong', {}, fmt(last)), h('small', {}, ` (max ${fmt(top === 1e-9 ? 0 : top)})`)), s);
+  return h('figure', { class: 'card' }, h('figcaption', {}, title, ': ', h('strong', {}, fmt(last)), h('small', {}, ` (max ${fmt(top)})`)), s);
 }
 
 async function overviewPage() {
   const charts = h('div', { class: 'charts', id: 'charts' });
   const facts = h('div', { class: 'facts' });
-  page('Overview', facts, h('h2', {}, 'Last hour'), charts);
+  const note = h('p', { class: 'note' });
+  page('Overview', facts, h('h2', {}, 'Last hour'), charts, note);
   every(10000, async () => {
     const st = await attempt(() => api.get('/v1/stats'));
     if (st) facts.replaceChildren(h('span', {}, `${st.sessions} / ${st.max_sessions || '∞'} sessions`), h('span', {}, 'cgroup ' + st.cgroup_mode), h('span', {}, 'version ' + st.version));
@@ -460,7 +465,7 @@ async function overviewPage() {
       chart('Creates per interval', p, 'creates', (v) => String(Math.round(v))),
       chart('Exec rate', p, 'exec_rate', (v) => v.toFixed(2) + '/s'),
       chart('Exec latency', p, 'exec_latency_seconds', (v) => (v * 1000).toFixed(1) + ' ms'));
-    if (p.length < 2) charts.append(h('p', { class: 'note' }, 'The daemon samples its metrics every 10 seconds: the charts fill in as it runs.'));
+    note.textContent = `${p.length} samples, one every 10 seconds, kept in the daemon's memory for an hour.`;
   });
 }
 

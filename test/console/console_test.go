@@ -1,0 +1,82 @@
+package console
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/daemon/daemontest"
+	"github.com/warrenhq/warren/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	testutil.SandboxMain()
+	os.Exit(m.Run())
+}
+
+// browser finds Debian's chromium (or another the CHROMIUM variable
+// names), or skips saying what is missing.
+func browser(t *testing.T) (node, chromium string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("needs node (.ci/run installs it)")
+	}
+	chromium = os.Getenv("CHROMIUM")
+	if chromium == "" {
+		for _, name := range []string{"chromium", "chromium-browser"} {
+			if p, err := exec.LookPath(name); err == nil {
+				chromium = p
+				break
+			}
+		}
+	}
+	if chromium == "" {
+		t.Skip("needs Debian's chromium (apt-get install chromium; .ci/run installs it) or CHROMIUM=/path/to/chrome")
+	}
+	if _, err := os.Stat(filepath.Join("node_modules", "playwright-core", "package.json")); err != nil {
+		t.Skip("needs the npm package playwright-core: run npm ci in test/console (make test does)")
+	}
+	return node, chromium
+}
+
+// TestConsole drives the console as a user would (e2e.mjs): sign in with
+// a bad key and a good one, create a session, type echo hi in its terminal
+// and see hi, resize the page and see the shell's size follow, attach a
+// second viewer and reattach after a reload, upload files by the file
+// input and by drag and drop and read them through exec, view, edit,
+// download and delete files, follow a process's log across a reload, open
+// every page at two sizes under the strict CSP without a violation, check
+// that a key of another tenant sees none of the sessions and that a page
+// of another origin (another loopback port, the same site) cannot act with
+// the cookie, delete the session, and sign out and see the old cookie
+// refused.
+func TestConsole(t *testing.T) {
+	node, chromium := browser(t)
+	h := daemontest.Start(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	other, err := h.Client.CreateKey(ctx, &api.CreateKeyRequest{Tenant: "other", Name: "console-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots, err := filepath.Abs("screenshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, node, "e2e.mjs")
+	cmd.Env = append(os.Environ(),
+		"WARREN_URL="+h.URL, "WARREN_KEY="+h.AdminKey, "WARREN_OTHER_KEY="+other.Secret,
+		"CHROMIUM="+chromium, "SHOTS="+shots)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("e2e.mjs (%v):\n%s", time.Since(start).Round(time.Millisecond), out)
+	if err != nil {
+		t.Fatalf("e2e.mjs: %v", err)
+	}
+	t.Logf("screenshots in %s", shots)
+}
