@@ -46,9 +46,11 @@ run: build
 # reason, so that a skip never reads as a pass.
 # The tests that drive the daemon with third-party clients from npm: the
 # official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node), and
-# a client generated from the served OpenAPI document (test/openapi-ts).
-# Their packages are installed exactly as each lockfile pins them.
-NPM_TESTS := test/mcp-node test/openapi-ts
+# a client generated from the served OpenAPI document (test/openapi-ts),
+# and the web console in Debian's chromium driven by playwright-core
+# (test/console). Their packages are installed exactly as each lockfile
+# pins them.
+NPM_TESTS := test/mcp-node test/openapi-ts test/console
 
 test: agent
 	@for d in $(NPM_TESTS); do \

@@ -43,7 +43,7 @@ func (d *Daemon) mountTransports() error {
 	apiOnly := http.NewServeMux()
 	d.api.Mount(apiOnly)
 	d.history = metrics.NewHistory(d.metrics, 0)
-	web.New(web.Config{Edge: d.edge, History: d.history, API: apiOnly}).Mount(mux)
+	web.New(web.Config{Edge: d.edge, History: d.history, API: apiOnly, Version: Version, Docs: httpapi.DocsURL}).Mount(mux)
 	grpcapi.New(grpcapi.Config{Manager: d.manager, Edge: d.edge, Log: d.log, Ready: d.ready.check}).Mount(mux)
 	if err := mcpapi.Mount(mux, d.edge, d.manager, mcpapi.MountOptions{Version: Version, Log: d.log, AllowedHosts: d.cfg.MCPHosts()}); err != nil {
 		return err

@@ -41,7 +41,7 @@ func (e *Edge) Admit(r *http.Request) (context.Context, error) {
 			// The console's cookie, for a browser without other
 			// credentials (browser.go).
 			authenticate = func(context.Context, *http.Request) (*auth.Identity, error) {
-				c, _ := r.Cookie(CookieName)
+				c, _ := r.Cookie(cookieName(r))
 				return e.browserIdentity(r, c.Value)
 			}
 		}

@@ -35,8 +35,13 @@ import (
 // HttpOnly, and the CSRF token, readable by the page, is kept in its
 // memory and asked for again (BrowserWhoAmI) after a reload.
 const (
-	// CookieName is the console's session cookie.
+	// CookieName is the console's session cookie over plain HTTP.
 	CookieName = "warren_console"
+	// SecureCookieName is its name over TLS: the __Host- prefix makes
+	// browsers refuse it unless it is Secure, host-only and for path /, so
+	// a page of a sibling host (a preview host under the same domain) cannot
+	// plant its own in the daemon's name (cookie tossing).
+	SecureCookieName = "__Host-warren_console"
 	// CSRFHeader carries the session's CSRF token on mutating calls.
 	CSRFHeader = "X-CSRF-Token"
 	// MethodCookie is the Identity.Method of a caller the cookie admitted.
@@ -127,7 +132,7 @@ func (e *Edge) SignIn(w http.ResponseWriter, r *http.Request) (*Browser, error) 
 		return nil, err
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: CookieName, Value: cookie, Path: "/",
+		Name: cookieName(r), Value: cookie, Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
 	return &Browser{Identity: browserIdentity(id), CSRF: s.csrf, Auth: true}, nil
@@ -141,7 +146,7 @@ func (e *Edge) SignOut(w http.ResponseWriter, r *http.Request) error {
 	if e.auth == nil {
 		return nil
 	}
-	c, err := r.Cookie(CookieName)
+	c, err := r.Cookie(cookieName(r))
 	if err != nil {
 		return unauthenticatedf("not signed in")
 	}
@@ -149,7 +154,7 @@ func (e *Edge) SignOut(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	e.browsers.remove(sha256.Sum256([]byte(c.Value)))
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	return nil
 }
@@ -162,7 +167,7 @@ func (e *Edge) WhoAmI(r *http.Request) (*Browser, error) {
 	if e.auth == nil {
 		return &Browser{Identity: noAuthIdentity}, nil
 	}
-	c, err := r.Cookie(CookieName)
+	c, err := r.Cookie(cookieName(r))
 	if err != nil {
 		return nil, unauthenticatedf("not signed in")
 	}
@@ -188,9 +193,17 @@ func (e *Edge) RecordSignIn(ctx context.Context, op string, b *Browser, err erro
 	e.Record(ctx, op, "", "", err, start)
 }
 
+// cookieName is the console cookie's name on r's connection.
+func cookieName(r *http.Request) string {
+	if r.TLS != nil {
+		return SecureCookieName
+	}
+	return CookieName
+}
+
 // hasCookie reports whether r carries the console's cookie.
 func hasCookie(r *http.Request) bool {
-	_, err := r.Cookie(CookieName)
+	_, err := r.Cookie(cookieName(r))
 	return err == nil
 }
 

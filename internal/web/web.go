@@ -10,6 +10,7 @@ package web
 
 import (
 	"embed"
+	"html/template"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -45,7 +46,14 @@ type Config struct {
 	// API answers GET / for clients that ask for JSON (the REST API's
 	// index); nil answers them 404.
 	API http.Handler
+	// Version is the daemon's, and Docs where its documentation is:
+	// the page's footer names them.
+	Version, Docs string
 }
+
+// page is index.html, a template for its footer's version, links and
+// origin (text only: no script or style comes from it).
+var page = template.Must(template.ParseFS(static, "static/index.html"))
 
 // Console is the web console.
 type Console struct {
@@ -117,7 +125,12 @@ func (c *Console) index(w http.ResponseWriter, r *http.Request) {
 		c.cfg.API.ServeHTTP(w, r)
 		return
 	}
-	http.ServeFileFS(w, r, Static(), "index.html")
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	page.Execute(w, struct{ Version, Docs, Origin string }{c.cfg.Version, c.cfg.Docs, scheme + r.Host})
 }
 
 // file serves one of the console's files; the directory has no listing.
