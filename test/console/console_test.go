@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,4 +81,46 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("e2e.mjs: %v", err)
 	}
 	t.Logf("screenshots in %s", shots)
+}
+
+// TestConsoleFirefox runs the part of the console a browser engine can
+// break in Firefox (firefox.mjs): Debian's firefox-esr over WebDriver BiDi
+// signs in, creates a session, types echo hi in its terminal and sees hi,
+// and renders the pages under the strict CSP without a violation.
+func TestConsoleFirefox(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("needs node (.ci/run installs it)")
+	}
+	firefox := os.Getenv("FIREFOX")
+	if firefox == "" {
+		if firefox, err = exec.LookPath("firefox-esr"); err != nil {
+			t.Skip("needs Debian's firefox-esr (apt-get install firefox-esr; .ci/run installs it) or FIREFOX=/path/to/firefox")
+		}
+	}
+	// WebSocket is global from node 22; node 20 has it behind a flag.
+	var flags []string
+	if v, err := exec.Command(node, "--version").Output(); err == nil {
+		major, _ := strconv.Atoi(strings.TrimPrefix(strings.Split(strings.TrimSpace(string(v)), ".")[0], "v"))
+		if major < 22 {
+			flags = append(flags, "--experimental-websocket")
+		}
+	}
+	h := daemontest.Start(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	shots, err := filepath.Abs("screenshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, node, append(flags, "firefox.mjs")...)
+	// Firefox keeps its profile and caches under HOME: a test's own.
+	cmd.Env = append(os.Environ(), "WARREN_URL="+h.URL, "WARREN_KEY="+h.AdminKey,
+		"FIREFOX="+firefox, "SHOTS="+shots, "HOME="+t.TempDir())
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("firefox.mjs (%v):\n%s", time.Since(start).Round(time.Millisecond), out)
+	if err != nil {
+		t.Fatalf("firefox.mjs: %v", err)
+	}
 }
