@@ -216,6 +216,25 @@ for (const tab of ['snapshots', 'network', 'audit']) {
 await page.goto(`${D}/#/s/${encodeURIComponent(id)}/audit`);
 await page.waitForFunction(() => /POST \/v1\/sessions\/\{id\}\/exec|PUT \/v1\/sessions\/\{id\}\/files/.test(document.querySelector('main table')?.textContent || ''), null, { timeout: 10000 });
 
+// ---- keys: a new key's secret is shown once; revoking it ends it
+await page.goto(`${D}/#/keys`);
+await page.fill('#key-tenant', 'third');
+await page.fill('#key-name', 'made-in-the-browser');
+await page.click('form.card button[type=submit]');
+const secret = await (await page.waitForSelector('#secret-value')).textContent();
+assert(secret.startsWith('wrn_'), 'the new key\'s secret is shown: ' + secret);
+res = await apiCall('GET', '/v1/sessions', undefined, { Authorization: 'Bearer ' + secret });
+assert(res.status === 200, `the new key works (${res.status})`);
+await page.click('#secret button:text("Done")');
+await page.reload();
+await page.waitForSelector('td:text("made-in-the-browser")');
+assert((await page.locator('#secret-value').count()) === 0, 'the secret is not shown again');
+await page.click('tr:has(td:text("made-in-the-browser")) button.danger');
+await page.waitForSelector('tr:has(td:text("made-in-the-browser")) td:text("revoked")');
+res = await apiCall('GET', '/v1/sessions', undefined, { Authorization: 'Bearer ' + secret });
+assert(res.status === 401, `the revoked key answers ${res.status}, want 401`);
+step('created a key (secret shown once) and revoked it');
+
 // ---- admin pages
 for (const p of ['overview', 'tenants', 'keys', 'images', 'workspaces']) {
   await page.goto(`${D}/#/${p}`);

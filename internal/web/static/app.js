@@ -317,12 +317,14 @@ async function filesTab(pane, id, dir = '/') {
     }
     load();
   };
-  const input = h('input', { type: 'file', multiple: true, id: 'upload', onchange: () => upload(input.files) });
+  // The native file input is hidden behind its label, styled as a button;
+  // it stays focusable, and the label shows its focus.
+  const input = h('input', { type: 'file', multiple: true, id: 'upload', class: 'sr-file', onchange: () => upload(input.files) });
   const drop = h('div', { class: 'drop', id: 'drop',
     ondragover: (e) => { e.preventDefault(); drop.classList.add('over'); },
     ondragleave: () => drop.classList.remove('over'),
     ondrop: (e) => { e.preventDefault(); drop.classList.remove('over'); upload(e.dataTransfer.files); } }, list);
-  pane.replaceChildren(h('div', { class: 'toolbar' }, crumbs, h('label', { class: 'button', for: 'upload' }, 'Upload…'), input,
+  pane.replaceChildren(h('div', { class: 'toolbar' }, crumbs, input, h('label', { class: 'button', for: 'upload' }, 'Upload…'),
     h('button', { type: 'button', onclick: async () => {
       const n = prompt('New directory name');
       if (n) { await attempt(() => api.post(`${base}/files/mkdir?path=${api.enc(join(n))}`, {})); load(); }
