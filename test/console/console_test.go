@@ -1,14 +1,25 @@
 package console
 
 import (
+	"archive/tar"
 	"context"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/daemon/daemontest"
@@ -73,6 +84,7 @@ func TestConsole(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, "e2e.mjs")
 	cmd.Env = append(os.Environ(),
 		"WARREN_URL="+h.URL, "WARREN_KEY="+h.AdminKey, "WARREN_OTHER_KEY="+other.Secret,
+		"WARREN_PULL_REF="+pushTestImage(t), "WARREN_IMPORT_TAR="+rootfsTar(t),
 		"CHROMIUM="+chromium, "SHOTS="+shots)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -123,4 +135,56 @@ func TestConsoleFirefox(t *testing.T) {
 	if err != nil {
 		t.Fatalf("firefox.mjs: %v", err)
 	}
+}
+
+// pushTestImage serves an in-process registry on loopback with a small
+// image of two random layers for the images page to pull, and returns its
+// reference.
+func pushTestImage(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	img, err := random.Image(256<<10, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/console/tiny:1"
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	return ref
+}
+
+// rootfsTar writes a small root filesystem (testutil's busybox one) as a
+// tar for the images page to import, and returns its path.
+func rootfsTar(t *testing.T) string {
+	t.Helper()
+	root := testutil.BusyboxRootfs(t)
+	p := filepath.Join(t.TempDir(), "rootfs.tar")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	if err := tw.AddFS(os.DirFS(root)); err != nil {
+		t.Fatalf("tar %s: %v", root, err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

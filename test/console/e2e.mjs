@@ -8,7 +8,7 @@ import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 
-const { WARREN_URL: D, WARREN_KEY: KEY, WARREN_OTHER_KEY: OTHER, CHROMIUM, SHOTS } = process.env;
+const { WARREN_URL: D, WARREN_KEY: KEY, WARREN_OTHER_KEY: OTHER, WARREN_PULL_REF: PULL, WARREN_IMPORT_TAR: IMPORT, CHROMIUM, SHOTS } = process.env;
 const step = (m) => console.log(`[${(performance.now() / 1000).toFixed(1)}s] ${m}`);
 function assert(ok, msg) { if (!ok) throw new Error('assertion failed: ' + msg); }
 
@@ -235,8 +235,31 @@ res = await apiCall('GET', '/v1/sessions', undefined, { Authorization: 'Bearer '
 assert(res.status === 401, `the revoked key answers ${res.status}, want 401`);
 step('created a key (secret shown once) and revoked it');
 
+// ---- images: pull with progress from a registry, import a tarball, delete
+await page.goto(`${D}/#/images`);
+await page.fill('#pull-ref', PULL);
+await page.click('form:has(#pull-ref) button[type=submit]');
+await page.waitForFunction(() => /^Pulled /.test(document.querySelector('#pull-progress + .note')?.textContent || ''), null, { timeout: 60000 });
+const pulled = await (await page.waitForFunction((ref) => [...document.querySelectorAll('main tbody tr')].find((r) => r.children[2]?.textContent === ref)?.children[0].textContent, PULL, { timeout: 10000 })
+  .catch(async () => { throw new Error(`the pulled image ${PULL} is not listed: ${await page.textContent('main')}`); })).jsonValue();
+const progressEvents = +(await page.getAttribute('#pull-progress + .note', 'data-events'));
+assert(progressEvents > 0, 'the pull showed progress events');
+await page.setInputFiles('#import-file', IMPORT);
+await page.fill('#import-name', 'console-import');
+await page.click('form:has(#import-file) button[type=submit]');
+await page.waitForFunction(() => document.querySelector('#status.bad') || [...document.querySelectorAll('main tbody td')].some((td) => td.textContent === 'console-import'), null, { timeout: 30000 });
+assert(!(await page.$('#status.bad')), 'the import failed: ' + await page.textContent('#status'));
+await shoot(page, 'images');
+for (const n of [pulled, 'console-import']) {
+  await page.click(`main tbody tr:has(td:text-is("${n}")) button.danger`);
+  await page.waitForSelector(`main tbody td:text-is("${n}")`, { state: 'detached' });
+}
+res = await apiCall('GET', '/v1/images/console-import');
+assert(res.status === 404, `the deleted image answers ${res.status}`);
+step(`pulled ${PULL} (as ${pulled}) with ${progressEvents} progress events, imported a tarball, deleted both`);
+
 // ---- admin pages
-for (const p of ['overview', 'tenants', 'keys', 'images', 'workspaces']) {
+for (const p of ['overview', 'tenants', 'keys', 'workspaces']) {
   await page.goto(`${D}/#/${p}`);
   await page.waitForSelector(`h1:text-is("${p[0].toUpperCase() + p.slice(1)}")`);
   await page.waitForTimeout(600);

@@ -551,8 +551,10 @@ function imagesPage() {
       e.preventDefault();
       progress.hidden = false;
       ptext.textContent = 'Pulling…';
+      ptext.dataset.events = 0;
       const ok = await attempt(() => api.sse('POST', '/v1/images/pull', { ref: ref.value.trim() }, (name, d) => {
         if (name === 'progress') {
+          ptext.dataset.events = +(ptext.dataset.events || 0) + 1; // how many came: the tests read it
           progress.max = d.total || 1; progress.value = d.current || 0;
           ptext.textContent = `${d.status}${d.layers ? ` layer ${d.layer}/${d.layers}` : ''} ${bytes(d.current)}${d.total ? ' / ' + bytes(d.total) : ''}`;
         } else if (name === 'error') throw new Error(d.error.message);
