@@ -205,6 +205,34 @@ step(`followed a process's log across a reload (line ${seen} before, line ${awai
 await shoot(page, 'session-processes');
 await checkClean(page, 'processes');
 
+// ---- snapshots: take one, fork a session from it, delete it
+await page.goto(`${D}/#/s/${encodeURIComponent(id)}/snapshots`);
+await page.fill('#snap-name', 'console-snap');
+await page.click('form.toolbar button[type=submit]');
+await page.waitForSelector('main tbody td:text-is("console-snap")', { timeout: 30000 });
+// A new session from the snapshot, then a fork of the running session:
+// both have the files.
+const newSession = async (click, what) => {
+  await page.goto(`${D}/#/s/${encodeURIComponent(id)}/snapshots`);
+  await page.click(click);
+  await page.waitForFunction((id) => document.querySelector('#status.bad') || (/^#\/s\/[^/]+$/.test(location.hash) && location.hash !== '#/s/' + encodeURIComponent(id)), id, { timeout: 60000 });
+  assert(!(await page.$('#status.bad')), `${what} failed: ` + await page.textContent('#status'));
+  const n = decodeURIComponent(page.url().split('#/s/')[1]);
+  res = await apiCall('POST', `/v1/sessions/${n}/exec`, { command: 'cat /tmp/dropped.txt' });
+  assert(res.json.stdout === 'edited in the browser\n', `${what} has the files: ` + res.text);
+  await apiCall('DELETE', `/v1/sessions/${n}`);
+  return n;
+};
+await page.waitForSelector('main tbody td:text-is("console-snap")');
+const fromSnap = await newSession('main tbody tr:has(td:text-is("console-snap")) button:text("Start session")', 'a session from the snapshot');
+const fork = await newSession('#fork', 'a fork');
+await page.goto(`${D}/#/s/${encodeURIComponent(id)}/snapshots`);
+await page.click('main tbody tr:has(td:text-is("console-snap")) button.danger');
+await page.waitForSelector('main tbody td:text-is("console-snap")', { state: 'detached' });
+res = await apiCall('GET', '/v1/snapshots/console-snap');
+assert(res.status === 404, `the deleted snapshot answers ${res.status}`);
+step(`took a snapshot, started ${fromSnap} from it, forked ${fork}, deleted the snapshot`);
+
 // ---- the session's other pages
 for (const tab of ['snapshots', 'network', 'audit']) {
   await page.goto(`${D}/#/s/${encodeURIComponent(id)}/${tab}`);
@@ -235,6 +263,18 @@ res = await apiCall('GET', '/v1/sessions', undefined, { Authorization: 'Bearer '
 assert(res.status === 401, `the revoked key answers ${res.status}, want 401`);
 step('created a key (secret shown once) and revoked it');
 
+// ---- workspaces: create and delete
+await page.goto(`${D}/#/workspaces`);
+await page.fill('#ws-name', 'console-ws');
+await page.fill('#ws-size', '64');
+await page.click('form.card button[type=submit]');
+await page.waitForFunction(() => document.querySelector('#status.bad') || [...document.querySelectorAll('main tbody td')].some((td) => td.textContent === 'console-ws'), null, { timeout: 30000 });
+assert(!(await page.$('#status.bad')), 'creating a workspace failed: ' + await page.textContent('#status'));
+await shoot(page, 'workspaces');
+await page.click('main tbody tr:has(td:text-is("console-ws")) button.danger');
+await page.waitForSelector('main tbody td:text-is("console-ws")', { state: 'detached' });
+step('created and deleted a workspace');
+
 // ---- images: pull with progress from a registry, import a tarball, delete
 await page.goto(`${D}/#/images`);
 await page.fill('#pull-ref', PULL);
@@ -259,7 +299,7 @@ assert(res.status === 404, `the deleted image answers ${res.status}`);
 step(`pulled ${PULL} (as ${pulled}) with ${progressEvents} progress events, imported a tarball, deleted both`);
 
 // ---- admin pages
-for (const p of ['overview', 'tenants', 'keys', 'workspaces']) {
+for (const p of ['overview', 'tenants', 'keys']) {
   await page.goto(`${D}/#/${p}`);
   await page.waitForSelector(`h1:text-is("${p[0].toUpperCase() + p.slice(1)}")`);
   await page.waitForTimeout(600);

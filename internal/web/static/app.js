@@ -389,9 +389,9 @@ function snapshotsTab(pane, id) {
       h('td', {}, s.name), h('td', {}, bytes(s.size_bytes)), h('td', {}, dur(since(s.created_at)) + ' ago'), h('td', {}, (s.used_by || []).join(', ')),
       h('td', {},
         h('button', { type: 'button', class: 'small', onclick: async () => {
-          const r = await attempt(() => api.post(`/v1/sessions/${api.enc(id)}/fork`, { snapshot: s.name, count: 1 }));
-          if (r && r.sessions.length) { say(`Forked into ${r.sessions[0].id}`); location.hash = `#/s/${api.enc(r.sessions[0].id)}`; }
-        } }, 'Fork'),
+          const n = await attempt(() => api.post('/v1/sessions', { snapshot: s.name }));
+          if (n) { say(`Started ${n.id} from ${s.name}`); location.hash = `#/s/${api.enc(n.id)}`; }
+        } }, 'Start session'),
         h('button', { type: 'button', class: 'small danger', onclick: async () => { await attempt(() => api.del(`/v1/snapshots/${api.enc(s.name)}`), `Deleted ${s.name}`); load(); } }, 'Delete')))));
     if (!mine.length) body.append(h('tr', {}, h('td', { colspan: 5, class: 'empty' }, 'No snapshots of this session.')));
   };
@@ -400,7 +400,13 @@ function snapshotsTab(pane, id) {
     await attempt(() => api.post(`/v1/sessions/${api.enc(id)}/snapshot`, { name: name.value }), `Took ${name.value}`);
     name.value = '';
     load();
-  } }, h('label', { for: 'snap-name' }, 'Take'), name, h('button', { type: 'submit' }, 'Snapshot')),
+  } }, h('label', { for: 'snap-name' }, 'Take'), name, h('button', { type: 'submit' }, 'Snapshot'),
+  // A fork copies the running session's files into a new session now,
+  // through a snapshot that goes with the fork.
+  h('button', { type: 'button', id: 'fork', onclick: async () => {
+    const r = await attempt(() => api.post(`/v1/sessions/${api.enc(id)}/fork`, { count: 1 }));
+    if (r && r.sessions.length) { say(`Forked into ${r.sessions[0].id}`); location.hash = `#/s/${api.enc(r.sessions[0].id)}`; }
+  } }, 'Fork this session')),
   h('div', { class: 'scroll' }, h('table', { class: 'list' }, h('thead', {}, h('tr', {}, ['Name', 'Size', 'Taken', 'Used by', ''].map((t) => h('th', { scope: 'col' }, t)))), body)));
   load();
 }
