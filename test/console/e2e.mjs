@@ -87,8 +87,10 @@ await page.fill('#key', 'wrn_not_a_real_key');
 await page.click('form.signin button');
 await page.waitForSelector('.status.bad');
 assert(await page.locator('#key').isVisible(), 'a bad key leaves the sign-in form');
-await page.fill('#key', KEY);
-await page.click('form.signin button');
+// From the keyboard: the key field has the focus, Enter signs in.
+assert(await page.evaluate(() => document.activeElement?.id === 'key'), 'the key field has the focus');
+await page.keyboard.type(KEY);
+await page.keyboard.press('Enter');
 await page.waitForSelector('h1:text("Sessions")');
 const cookies = await ctx.cookies();
 const cookie = cookies.find((c) => c.name === 'warren_console');

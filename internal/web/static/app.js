@@ -97,7 +97,7 @@ function signInPage() {
     const k = key.value;
     key.value = '';
     const who = await attempt(() => api.signIn(k));
-    if (who) { showWho(); location.hash = '#/sessions'; route(); }
+    if (who) { showWho(); location.hash = '#/sessions'; route(); } else key.focus();
   } },
   h('h1', {}, 'Sign in'),
   h('p', {}, 'Paste an API key. It is exchanged for a session cookie this browser keeps until you sign out or leave it idle for 30 minutes; the key itself is not stored.'),
@@ -367,11 +367,13 @@ function processesTab(pane, id, pid) {
     const dec = (c) => c.text ?? new TextDecoder().decode(Uint8Array.from(atob(c.base64 || ''), (x) => x.charCodeAt(0)));
     es.addEventListener('output', (ev) => {
       const c = JSON.parse(ev.data);
+      if (!es.live) { es.live = true; status.textContent = `Following ${pid}: live.`; }
       const stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
       log.append(c.stream === 'stderr' ? h('span', { class: 'stderr' }, dec(c)) : dec(c));
       if (stick) log.scrollTop = log.scrollHeight;
     });
     es.addEventListener('gap', (ev) => { const g = JSON.parse(ev.data); log.append(h('span', { class: 'gap' }, `[… ${g.to - g.from} bytes dropped …]\n`)); });
+    es.addEventListener('open', () => { es.live = false; }); // a resumed stream says live again
     es.addEventListener('exit', (ev) => { const x = JSON.parse(ev.data); status.textContent = `${pid} exited (${x.signal || 'code ' + x.exit_code}).`; es.close(); load(); });
     es.addEventListener('error', (ev) => { if (ev.data) { status.textContent = JSON.parse(ev.data).error.message; es.close(); } });
     onLeave(() => es.close());
