@@ -226,3 +226,24 @@ func TestSignInFlow(t *testing.T) {
 		t.Errorf("sign-in from another site = %d %q, cookies %v; want 403 permission_denied, no cookie", res.StatusCode, env.Error.Code, res.Cookies())
 	}
 }
+
+// TestNoAuth: without authentication the page opens as the admin of the
+// default tenant, with no cookie and no CSRF token to ask for.
+func TestNoAuth(t *testing.T) {
+	mux := http.NewServeMux()
+	e := edge.New(edge.Config{})
+	New(Config{Edge: e}).Mount(mux)
+	h := e.Observe(mux)
+	for _, p := range []string{"whoami", "signin"} {
+		method := "GET"
+		if p == "signin" {
+			method = "POST"
+		}
+		res := do(h, method, "http://warren.test/console/api/"+p, nil)
+		var me whoami
+		json.NewDecoder(res.Body).Decode(&me)
+		if res.StatusCode != 200 || me.Auth || !me.Admin || me.Tenant != edge.DefaultTenant || me.CSRF != "" || len(res.Cookies()) != 0 {
+			t.Errorf("%s without auth = %d %+v, cookies %v; want the default tenant's admin, no cookie", p, res.StatusCode, me, res.Cookies())
+		}
+	}
+}

@@ -125,6 +125,17 @@ function sessionsPage() {
     h('thead', {}, h('tr', {}, ['Session', 'State', 'Image', 'Age', 'Idle', 'TTL left', 'Use', 'Network', 'Labels', ''].map((t) => h('th', { scope: 'col' }, t)))),
     body);
   let all = [];
+  // CPU use is a rate: the CPU seconds between two polls over the time
+  // between them, against the session's CPU limit.
+  const cpuSeen = new Map(); // id -> {at, secs, pct}
+  const cpuPct = (s) => {
+    const now = Date.now(), secs = (s.usage || {}).cpu_seconds || 0;
+    const prev = cpuSeen.get(s.id);
+    let pct = prev?.pct ?? 0;
+    if (prev && now > prev.at && secs >= prev.secs) pct = (100 * (secs - prev.secs)) / ((now - prev.at) / 1000);
+    if (!prev || now - prev.at > 1000) cpuSeen.set(s.id, { at: now, secs, pct });
+    return pct;
+  };
   const render = () => {
     const q = filter.value.trim().toLowerCase();
     const rows = all.filter((s) => !q || [s.id, s.state, s.image, s.network, s.tenant, ...Object.entries(s.labels || {}).map(([k, v]) => k + '=' + v)]
@@ -140,7 +151,7 @@ function sessionsPage() {
         h('td', { 'data-label': 'TTL left' }, s.expires_at ? dur(until(s.expires_at)) : '—'),
         h('td', { 'data-label': 'Use', class: 'use' },
           meter('mem', u.memory_bytes || 0, (s.limits.memory_mb || 0) * 1048576, bytes),
-          meter('cpu s', +(u.cpu_seconds || 0).toFixed(1), 0),
+          meter('cpu %', Math.round(cpuPct(s)), Math.round(100 * (s.limits.cpus || 0)), (v) => v + '%'),
           meter('pids', u.pids || 0, s.limits.pids || 0)),
         h('td', { 'data-label': 'Network' }, s.network),
         h('td', { 'data-label': 'Labels' }, Object.entries(s.labels || {}).map(([k, v]) => h('span', { class: 'tag' }, `${k}=${v}`))),
