@@ -2,12 +2,17 @@ package edge
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/errdefs"
 )
@@ -287,5 +292,68 @@ func TestWhoAmI(t *testing.T) {
 	r.Header.Set("Sec-Fetch-Site", "same-site")
 	if _, err := e.WhoAmI(r); !errdefs.Is(err, errdefs.ErrUnauthenticated) {
 		t.Errorf("WhoAmI() from another origin = %v, want unauthenticated", err)
+	}
+}
+
+// TestBrowserAudit: a sign-in is audited with the key that signed in, a
+// refused one as unauthenticated, and a mutating call with the cookie but
+// without the CSRF token as permission_denied.
+func TestBrowserAudit(t *testing.T) {
+	l, err := audit.Open(filepath.Join(t.TempDir(), "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a, err := auth.New(auth.Config{Keys: &memKeys{keys: map[string]*auth.Key{}, hash: map[string][]byte{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, k, err := a.CreateKey(context.Background(), "acme", "browser", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{Auth: a, Audit: l, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var cookie *http.Cookie
+	signin := func(cred string) {
+		e.Observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, err := e.SignIn(w, r)
+			e.RecordSignIn(r.Context(), "POST /console/api/signin", b, err, time.Now())
+		})).ServeHTTP(httptest.NewRecorder(), func() *http.Request {
+			r := httptest.NewRequest("POST", "http://warren.test/console/api/signin", nil)
+			r.Header.Set("Authorization", "Bearer "+cred)
+			return r
+		}())
+	}
+	signin(key[:len(key)-1] + "a")
+	cookie, _ = signIn(t, e, key)
+	e.Observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ctx, err := e.Admit(r)
+		if err == nil {
+			t.Error("Admit() admitted a POST without the CSRF token")
+			return
+		}
+		e.Refuse(ctx, w, r, err, "POST /v1/sessions", "", true, start)
+	})).ServeHTTP(httptest.NewRecorder(), func() *http.Request {
+		r := httptest.NewRequest("POST", "http://warren.test/v1/sessions", nil)
+		r.AddCookie(cookie)
+		return r
+	}())
+	signin(key)
+	recs, err := l.Query(context.Background(), audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%s %s %s %s", r.Op, r.Tenant, r.KeyID, r.Outcome))
+	}
+	want := []string{
+		"POST /console/api/signin   unauthenticated",
+		"POST /v1/sessions   permission_denied",
+		"POST /console/api/signin acme " + k.ID + " ok",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("records:\n got %q\nwant %q", got, want)
 	}
 }
