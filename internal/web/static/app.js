@@ -563,8 +563,8 @@ function imagesPage() {
       } }, 'Delete')))));
   };
   const file = h('input', { id: 'import-file', type: 'file', accept: '.tar,.tgz,.tar.gz' });
-  const iname = h('input', { id: 'import-name', placeholder: 'name', required: true });
-  const format = h('select', { id: 'import-format' }, ['rootfs', 'oci-layout', 'docker-archive'].map((f) => h('option', {}, f)));
+  const iname = h('input', { id: 'import-name', placeholder: 'name', required: true, 'aria-label': 'Name of the imported image' });
+  const format = h('select', { id: 'import-format', 'aria-label': 'Archive format' }, ['rootfs', 'oci-layout', 'docker-archive'].map((f) => h('option', {}, f)));
   page('Images',
     h('form', { class: 'card toolbar', onsubmit: async (e) => {
       e.preventDefault();
