@@ -70,6 +70,15 @@ func browserEdge(t *testing.T) (*Edge, *auth.Authenticator, string, *auth.Key) {
 	return New(Config{Auth: a}), a, secret, k
 }
 
+// wrongKey is key with the last character of its secret changed.
+func wrongKey(key string) string {
+	c := byte('a')
+	if key[len(key)-1] == c {
+		c = 'b'
+	}
+	return key[:len(key)-1] + string(c)
+}
+
 // signIn signs a browser in and returns its cookie and CSRF token.
 func signIn(t *testing.T, e *Edge, key string) (*http.Cookie, string) {
 	t.Helper()
@@ -131,7 +140,7 @@ func TestSignInRefusals(t *testing.T) {
 		want  *errdefs.Class
 	}{
 		{"no key", func(*http.Request) {}, errdefs.ErrUnauthenticated},
-		{"bad key", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+key[:len(key)-2]+"aa") }, errdefs.ErrUnauthenticated},
+		{"bad key", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+wrongKey(key)) }, errdefs.ErrUnauthenticated},
 		{"token", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }, errdefs.ErrUnauthenticated},
 		{"another origin", func(r *http.Request) {
 			r.Header.Set("Authorization", "Bearer "+key)
@@ -324,7 +333,7 @@ func TestBrowserAudit(t *testing.T) {
 			return r
 		}())
 	}
-	signin(key[:len(key)-1] + "a")
+	signin(wrongKey(key))
 	cookie, _ = signIn(t, e, key)
 	e.Observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
