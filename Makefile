@@ -4,7 +4,7 @@ BIN     := bin/warren
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/warrenhq/warren/internal/daemon.Version=$(VERSION)
 
-.PHONY: build agent run test test-short bench vet lint fmt doctor vm-test clean proto
+.PHONY: web build agent run test test-short bench vet lint fmt doctor vm-test clean proto
 
 # A static binary: no cgo, nothing to install next to it.
 build: agent
@@ -18,6 +18,22 @@ AGENT_ARCH ?= $(shell $(GO) env GOARCH)
 agent:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(AGENT_ARCH) $(GO) build -trimpath -buildvcs=false -ldflags '-s -w' -o $(AGENT) ./cmd/warren-agent
 
+# The web console's vendored libraries (internal/web/static/vendor), from
+# web/package-lock.json: committed, so go build never needs Node; a test
+# (internal/web TestVendored) fails when they differ from the lockfile.
+WEB_VENDOR := internal/web/static/vendor
+WEB_FILES  := @xterm/xterm:lib/xterm.mjs @xterm/xterm:css/xterm.css @xterm/addon-fit:lib/addon-fit.mjs
+web:
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	rm -f $(WEB_VENDOR)/*
+	@for e in $(WEB_FILES); do \
+		pkg=$${e%%:*}; path=$${e#*:}; f=$$(basename $$path); \
+		cp web/node_modules/$$pkg/$$path $(WEB_VENDOR)/$$f; \
+		v=$$(node -p "require('./web/node_modules/$$pkg/package.json').version"); \
+		echo "$$f $$pkg@$$v $$path $$(sha256sum $(WEB_VENDOR)/$$f | cut -d' ' -f1)"; \
+	done > $(WEB_VENDOR)/SOURCES
+	cat $(WEB_VENDOR)/SOURCES
+
 # Start the daemon on embedded defaults (127.0.0.1:7433, /var/lib/warren). Needs root.
 run: build
 	./$(BIN) serve --log-format text
@@ -30,9 +46,11 @@ run: build
 # reason, so that a skip never reads as a pass.
 # The tests that drive the daemon with third-party clients from npm: the
 # official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node), and
-# a client generated from the served OpenAPI document (test/openapi-ts).
-# Their packages are installed exactly as each lockfile pins them.
-NPM_TESTS := test/mcp-node test/openapi-ts
+# a client generated from the served OpenAPI document (test/openapi-ts),
+# and the web console in Debian's chromium driven by playwright-core
+# (test/console). Their packages are installed exactly as each lockfile
+# pins them.
+NPM_TESTS := test/mcp-node test/openapi-ts test/console
 
 test: agent
 	@for d in $(NPM_TESTS); do \

@@ -68,6 +68,7 @@ type Daemon struct {
 	// adminKey is the admin key this start created, "" if keys existed.
 	adminKey string
 	metrics  *metrics.Metrics
+	history  *metrics.History // the console's last hour of metrics
 	ready    *readiness
 	// stopping is set when Shutdown begins: /readyz answers 503 from then.
 	stopping atomic.Bool
@@ -372,6 +373,9 @@ func (d *Daemon) Shutdown() error {
 }
 
 func (d *Daemon) release() {
+	if d.history != nil {
+		d.history.Stop()
+	}
 	if d.keep && d.cgroups != nil {
 		// A keep that kept no session leaves nothing for a next daemon:
 		// the parent cgroup and the layer mounts go as with destroy.

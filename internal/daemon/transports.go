@@ -8,6 +8,8 @@ import (
 	"github.com/warrenhq/warren/internal/grpcapi"
 	"github.com/warrenhq/warren/internal/httpapi"
 	"github.com/warrenhq/warren/internal/mcpapi"
+	"github.com/warrenhq/warren/internal/metrics"
+	"github.com/warrenhq/warren/internal/web"
 )
 
 // mountTransports builds everything the daemon serves on its one port,
@@ -35,6 +37,13 @@ func (d *Daemon) mountTransports() error {
 	})
 	mux := http.NewServeMux()
 	d.api.Mount(mux)
+	// The web console at / and /console/, beside the API (internal/web),
+	// with the last hour of the metrics for its charts.
+	// A client that asks GET / for JSON gets the API's index.
+	apiOnly := http.NewServeMux()
+	d.api.Mount(apiOnly)
+	d.history = metrics.NewHistory(d.metrics, 0)
+	web.New(web.Config{Edge: d.edge, History: d.history, API: apiOnly, Version: Version, Docs: httpapi.DocsURL}).Mount(mux)
 	grpcapi.New(grpcapi.Config{Manager: d.manager, Edge: d.edge, Log: d.log, Ready: d.ready.check}).Mount(mux)
 	if err := mcpapi.Mount(mux, d.edge, d.manager, mcpapi.MountOptions{Version: Version, Log: d.log, AllowedHosts: d.cfg.MCPHosts()}); err != nil {
 		return err

@@ -18,7 +18,8 @@ import (
 // it returns carries the caller (IdentityOf) and the request id
 // (session.RequestID) for the calls that follow; on a refusal it still
 // carries the request id, for the audit record. Its errors are classified:
-// unauthenticated, or resource_exhausted with a retry delay. Every
+// unauthenticated, permission_denied (the console's cookie without its
+// CSRF token), or resource_exhausted with a retry delay. Every
 // transport calls it before it decodes a call; on a refusal it calls
 // Refuse, then answers in its own protocol.
 func (e *Edge) Admit(r *http.Request) (context.Context, error) {
@@ -35,7 +36,16 @@ func (e *Edge) Admit(r *http.Request) (context.Context, error) {
 	}
 	who := noAuthIdentity
 	if e.auth != nil {
-		id, err := e.auth.Authenticate(r.Context(), r)
+		authenticate := e.auth.Authenticate
+		if !hasCredentials(r) && hasCookie(r) {
+			// The console's cookie, for a browser without other
+			// credentials (browser.go).
+			authenticate = func(context.Context, *http.Request) (*auth.Identity, error) {
+				c, _ := r.Cookie(cookieName(r))
+				return e.browserIdentity(r, c.Value)
+			}
+		}
+		id, err := authenticate(r.Context(), r)
 		if err != nil {
 			c.mu.Lock()
 			c.who, c.admitted = &auth.Identity{}, false
@@ -64,6 +74,12 @@ func (e *Edge) Admit(r *http.Request) (context.Context, error) {
 // target it names. Rate-limited refusals are not audited: a client that
 // hammers the daemon must not fill the audit log.
 func (e *Edge) Refuse(ctx context.Context, w http.ResponseWriter, r *http.Request, err error, op, target string, mutating bool, start time.Time) {
+	if errdefs.Is(err, errdefs.ErrPermissionDenied) && mutating {
+		// A browser's call with the console's cookie but without its
+		// CSRF token: a forgery attempt, or a broken page.
+		e.Record(ctx, op, "", target, err, start)
+		return
+	}
 	if !errdefs.Is(err, errdefs.ErrUnauthenticated) {
 		return
 	}

@@ -30,6 +30,8 @@ type Edge struct {
 	audit  *audit.Log          // (immutable)
 	log    *slog.Logger        // (immutable)
 	limits *limiters
+
+	browsers *browserSessions // the console's signed-in browsers (browser.go)
 }
 
 // New returns an Edge.
@@ -37,7 +39,8 @@ func New(cfg Config) *Edge {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Edge{auth: cfg.Auth, audit: cfg.Audit, log: cfg.Log, limits: newLimiters(cfg.RateLimit, cfg.RateBurst)}
+	return &Edge{auth: cfg.Auth, audit: cfg.Audit, log: cfg.Log, limits: newLimiters(cfg.RateLimit, cfg.RateBurst),
+		browsers: newBrowserSessions()}
 }
 
 // Authenticator is the authenticator callers are admitted with; nil when

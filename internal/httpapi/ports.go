@@ -267,15 +267,18 @@ func stripCredentials(out *http.Request) {
 		q.Del("token")
 		out.URL.RawQuery = q.Encode()
 	}
-	// The preview cookie is cut out of the Cookie headers as text: parsing
-	// and re-encoding would drop the app's cookies that Go finds invalid.
+	// The preview cookie and the console's session cookie (which a
+	// browser sends with every request to the daemon's origin, the path
+	// form of a port included) are cut out of the Cookie headers as text:
+	// parsing and re-encoding would drop the app's cookies that Go finds
+	// invalid.
 	if vs := out.Header.Values("Cookie"); len(vs) > 0 {
 		out.Header.Del("Cookie")
 		for _, v := range vs {
 			var keep []string
 			for _, part := range strings.Split(v, ";") {
 				name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
-				if name != previewCookie {
+				if name != previewCookie && name != edge.CookieName && name != edge.SecureCookieName {
 					keep = append(keep, strings.TrimSpace(part))
 				}
 			}
