@@ -104,5 +104,10 @@ class Proxy:
             s.close()
 
     def close(self) -> None:
+        """Stops listening (connecting is then refused) and cuts every connection."""
+        try:
+            self._ls.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        except OSError:
+            pass
         self._ls.close()
         self.cut()

@@ -19,7 +19,7 @@ from typing import IO, Any, AsyncIterator, Callable, Dict, List, Optional, Tuple
 from urllib.parse import urlencode
 
 from . import _proto as P
-from ._client import MAX_RECONNECTS, Command, Data, _env_key, _env_url, _Prefixed, create_body
+from ._client import MAX_RECONNECTS, Command, Data, _env_key, _env_url, _Prefixed, create_body, new_id
 from ._errors import StreamInterrupted, WarrenError, error_from_event, error_from_response
 from ._http import BLOCK, MAX_ERROR_BODY, ConnectionFailed, Endpoint
 from ._tar import pack_dir, safe_extract
@@ -321,10 +321,22 @@ class AsyncSessions:
                      snapshot: Optional[str] = None) -> "AsyncSession":
         """Creates a session; ``async with await w.sessions.create() as s``
         deletes it at the end of the block."""
-        body = create_body(image, env, cwd, limits, network, ttl_seconds, max_lifetime_seconds, labels, id, user,
-                           workspace, workspace_mode, snapshot)
-        info = await self._w._call(P.json_req("POST", "/v1/sessions", body), SessionInfo.from_dict)
+        chosen = id is None
+        body = create_body(image, env, cwd, limits, network, ttl_seconds, max_lifetime_seconds, labels,
+                           id or new_id(), user, workspace, workspace_mode, snapshot)
+        try:
+            info = await self._w._call(P.json_req("POST", "/v1/sessions", body), SessionInfo.from_dict)
+        except asyncio.CancelledError:
+            if chosen:  # the daemon may have created it: delete what nobody will own
+                await asyncio.shield(self._forget(body["id"]))
+            raise
         return AsyncSession(self._w, info, owned=True)
+
+    async def _forget(self, id: str) -> None:
+        try:
+            await self.delete(id)
+        except Exception:
+            pass
 
     async def get(self, id: str) -> "AsyncSession":
         return AsyncSession(self._w, await self._w._call(P.json_req("GET", P.session_path(id)), SessionInfo.from_dict))

@@ -41,6 +41,15 @@ def _env_key() -> str:
     return os.environ.get("WARREN_API_KEY", "") or os.environ.get("WARREN_KEY", "")
 
 
+def new_id() -> str:
+    """A session id chosen by the client, as the daemon's look ("s-" and 12
+    of [a-z0-9]). The SDK names the sessions it creates, so that a create
+    interrupted after the daemon acted on it (Ctrl-C, a cancelled task) can
+    still be deleted by its id."""
+    import secrets
+    return "s-" + "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(12))
+
+
 def create_body(image, env, cwd, limits, network, ttl_seconds, max_lifetime_seconds, labels, id, user,
                 workspace, workspace_mode, snapshot) -> Dict[str, Any]:
     """The body of POST /v1/sessions."""
@@ -143,9 +152,18 @@ class Sessions:
         handle. Used as a context manager, the handle deletes the session
         at the end of the block. With ``id`` of an existing session of the
         caller, that session is returned (idempotent create)."""
-        body = create_body(image, env, cwd, limits, network, ttl_seconds, max_lifetime_seconds, labels, id, user,
-                           workspace, workspace_mode, snapshot)
-        info = self._w._call(P.json_req("POST", "/v1/sessions", body), SessionInfo.from_dict)
+        chosen = id is None
+        body = create_body(image, env, cwd, limits, network, ttl_seconds, max_lifetime_seconds, labels,
+                           id or new_id(), user, workspace, workspace_mode, snapshot)
+        try:
+            info = self._w._call(P.json_req("POST", "/v1/sessions", body), SessionInfo.from_dict)
+        except (KeyboardInterrupt, SystemExit):
+            if chosen:  # the daemon may have created it: delete what nobody will own
+                try:
+                    self.delete(body["id"])
+                except Exception:
+                    pass
+            raise
         return Session(self._w, info, owned=True)
 
     def get(self, id: str) -> "Session":
