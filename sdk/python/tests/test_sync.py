@@ -14,6 +14,11 @@ import warren
 from tests.support import KEY, URL, admin, needs_daemon, uid
 
 
+def fetch(req, opener=None):
+    with (opener.open if opener else urllib.request.urlopen)(req, timeout=10) as r:
+        return r.read()
+
+
 @needs_daemon
 class SyncTest(unittest.TestCase):
     @classmethod
@@ -271,7 +276,10 @@ class SyncTest(unittest.TestCase):
         with self.assertRaises(warren.Conflict):  # a session without a link keeps none
             self.s.network.set("open")
         self.assertEqual(self.s.network.denials(), [])
-        s = self.w.sessions.create(network={"mode": "allowlist", "allow": ["example.com"]})
+        try:
+            s = self.w.sessions.create(network={"mode": "allowlist", "allow": ["example.com"]})
+        except warren.Unavailable as e:
+            self.skipTest(f"the daemon cannot give sessions a network here: {e}")
         with s:
             if s.info.network == "none":
                 self.skipTest("the daemon has no working network here: " + (s.info.reason or "mode none"))
@@ -301,16 +309,16 @@ class SyncTest(unittest.TestCase):
             url = self.s.ports.url(8123)
             self.assertEqual(url, f"{URL}/v1/sessions/{self.s.id}/ports/8123/")
             req = urllib.request.Request(url, headers={"Authorization": "Bearer " + KEY})
-            self.assertEqual(urllib.request.urlopen(req, timeout=10).read(), b"served\n")
+            self.assertEqual(fetch(req), b"served\n")
             with self.assertRaises(urllib.error.HTTPError):
-                urllib.request.urlopen(url, timeout=10)  # no credential
+                fetch(url)  # no credential
             # With a token, as a browser opens it (a cookie after the first visit).
             opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-            self.assertEqual(opener.open(self.s.ports.url(8123, token=True), timeout=10).read(), b"served\n")
+            self.assertEqual(fetch(self.s.ports.url(8123, token=True), opener), b"served\n")
             admin("PUT", "/v1/tenants/default", {"quota": {}, "policy": {"allow_public_ports": True}})
             try:
                 self.assertTrue(self.s.ports.set_public(8123).public)
-                self.assertEqual(urllib.request.urlopen(url, timeout=10).read(), b"served\n")
+                self.assertEqual(fetch(url), b"served\n")
                 self.assertFalse(self.s.ports.set_public(8123, False).public)
             finally:
                 admin("PUT", "/v1/tenants/default", {"quota": {}, "policy": {}})
