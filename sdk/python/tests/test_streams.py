@@ -22,10 +22,12 @@ class DroppedStreamTest(unittest.TestCase):
     def setUp(self):
         self.proxy = Proxy()
         self.w = warren.Warren(self.proxy.url, KEY, timeout=30)
-        self.s = warren.Warren(URL, KEY).sessions.create()
+        self.direct = warren.Warren(URL, KEY)
+        self.s = self.direct.sessions.create()
 
     def tearDown(self):
         self.s.delete()
+        self.direct.close()
         self.w.close()
         self.proxy.close()
 
@@ -116,8 +118,8 @@ class CancellationTest(unittest.TestCase):
         asyncio.run(main())
 
     def test_sync_timeout(self):
-        with warren.Warren(URL, KEY, timeout=0.3) as w:
-            with warren.Warren(URL, KEY).sessions.create() as s:
+        with warren.Warren(URL, KEY, timeout=0.3) as w, warren.Warren(URL, KEY) as direct:
+            with direct.sessions.create() as s:
                 with self.assertRaises(TimeoutError):
                     w.sessions.get(s.id).exec("sleep 2")
 
@@ -126,6 +128,7 @@ class CancellationTest(unittest.TestCase):
 class CleanupTest(unittest.TestCase):
     def setUp(self):
         self.w = warren.Warren(URL, KEY)
+        self.addCleanup(self.w.close)
 
     def gone(self, sid):
         with self.assertRaises(warren.NotFound):
