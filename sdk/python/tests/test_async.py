@@ -53,6 +53,19 @@ class AsyncTest(unittest.TestCase):
                 await w.health()
         run(main())
 
+    def test_exec_stream_cancel(self):
+        async def main():
+            async with warren.AsyncWarren(URL, KEY) as w, await w.sessions.create() as s:
+                marker = "/tmp/" + uid("m")
+                async with s.exec_stream(f"echo start; sleep 1.5; touch {marker}") as st:
+                    async for c in st:
+                        self.assertEqual(c.text, "start\n")
+                        break
+                await asyncio.sleep(2)
+                self.assertFalse(await s.files.exists(marker), "the abandoned command ran on")
+                self.assertIsNone(st.result)
+        run(main())
+
     def test_files(self):
         async def main():
             async with warren.AsyncWarren(URL, KEY) as w, await w.sessions.create() as s:

@@ -1,7 +1,9 @@
 """The docs run as written: the README's code, the examples, the generated
 API reference is current, and the package builds into a wheel."""
 
+import contextlib
 import glob
+import io
 import os
 import re
 import shutil
@@ -54,6 +56,11 @@ class ExamplesTest(unittest.TestCase):
     def tearDownClass(cls):
         sys.path.remove(os.path.join(HERE, "examples"))
         cls.w.close()
+
+    def setUp(self):
+        quiet = contextlib.redirect_stdout(io.StringIO())  # the examples narrate
+        quiet.__enter__()
+        self.addCleanup(quiet.__exit__, None, None, None)
 
     def test_fix_failing_test(self):
         import fix_failing_test

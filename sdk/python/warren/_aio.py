@@ -256,7 +256,10 @@ class AsyncPool:
 class AsyncWarren:
     """The asyncio client of one warren daemon; see Warren. Use it in one
     event loop. ``async with AsyncWarren() as w:`` closes its connections.
-    Cancelling a task cancels its call (the connection is closed)."""
+    ``timeout`` bounds connecting; bound a call with asyncio.wait_for (or
+    asyncio.timeout): cancelling a task cancels its call, and closes its
+    connection. Leave a stream early with ``async with`` around it (or
+    close()): an abandoned async iterator is only finalized later."""
 
     def __init__(self, url: Optional[str] = None, key: Optional[str] = None, *, timeout: Optional[float] = None,
                  ssl_context: Optional[ssl.SSLContext] = None) -> None:

@@ -16,7 +16,7 @@ import threading
 from typing import Any, Callable, List, Optional, Tuple
 from urllib.parse import urlsplit
 
-from ._errors import WarrenError, error_from_response
+from ._errors import Unavailable, WarrenError, error_from_response
 from ._proto import Req
 
 MAX_ERROR_BODY = 64 << 10
@@ -27,9 +27,10 @@ USER_AGENT = "warren-python/0.1"
 CONN_ERRORS = (ConnectionError, http.client.HTTPException, socket.timeout, OSError)
 
 
-class ConnectionFailed(WarrenError):
-    """The daemon could not be reached (refused, reset, timed out)."""
-    code = "unavailable"
+class ConnectionFailed(Unavailable):
+    """The daemon could not be reached, or the connection broke midway
+    (refused, reset); an Unavailable that never reached the daemon's
+    answer."""
 
 
 def _dropped(conn: http.client.HTTPConnection) -> bool:
@@ -209,6 +210,9 @@ class Pool:
         r = self.open(req, timeout)
         try:
             data = r.read()
+        except socket.timeout as e:
+            r.abort()
+            raise TimeoutError(f"{req.method} {req.path}: timed out reading the answer") from e
         except CONN_ERRORS as e:
             r.abort()
             raise ConnectionFailed(f"{req.method} {req.path}: reading the answer: {e}") from e
