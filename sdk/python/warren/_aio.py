@@ -12,7 +12,6 @@ import datetime as _dt
 import io
 import json
 import os
-import shutil
 import ssl
 import stat as _stat
 from typing import IO, Any, AsyncIterator, Callable, Dict, List, Optional, Tuple, Union

@@ -16,7 +16,7 @@ import threading
 from typing import Any, Callable, List, Optional, Tuple
 from urllib.parse import urlsplit
 
-from ._errors import Unavailable, WarrenError, error_from_response
+from ._errors import Unavailable, error_from_response
 from ._proto import Req
 
 MAX_ERROR_BODY = 64 << 10
