@@ -249,7 +249,7 @@ class AsyncPool:
             r.abort()
             raise
         r.close()
-        return None if parse is None else parse(json.loads(data))
+        return None if parse is None else parse(json.loads(data.decode("utf-8")))
 
 
 class AsyncWarren:
@@ -330,13 +330,15 @@ class AsyncSessions:
             info = await self._w._call(P.json_req("POST", "/v1/sessions", body), SessionInfo.from_dict)
         except asyncio.CancelledError:
             if chosen:  # the daemon may have created it: delete what nobody will own
-                await asyncio.shield(self._forget(body["id"]))
+                await asyncio.shield(self._forget(body))
             raise
         return AsyncSession(self._w, info, owned=True)
 
-    async def _forget(self, id: str) -> None:
+    async def _forget(self, body: Dict[str, Any]) -> None:
+        """See Sessions._forget: create the same id again, then delete it."""
         try:
-            await self.delete(id)
+            await self._w._call(P.json_req("POST", "/v1/sessions", body))
+            await self.delete(body["id"])
         except Exception:
             pass
 

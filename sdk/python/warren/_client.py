@@ -158,13 +158,21 @@ class Sessions:
         try:
             info = self._w._call(P.json_req("POST", "/v1/sessions", body), SessionInfo.from_dict)
         except (KeyboardInterrupt, SystemExit):
-            if chosen:  # the daemon may have created it: delete what nobody will own
-                try:
-                    self.delete(body["id"])
-                except Exception:
-                    pass
+            if chosen:
+                self._forget(body)
             raise
         return Session(self._w, info, owned=True)
+
+    def _forget(self, body: Dict[str, Any]) -> None:
+        """Deletes the session an interrupted create may have made. A
+        delete alone could reach the daemon before the create it chases
+        (and find nothing); creating the same id again first waits for
+        that create, or makes the session, so the delete finds it."""
+        try:
+            self._w._call(P.json_req("POST", "/v1/sessions", body))
+            self.delete(body["id"])
+        except Exception:
+            pass
 
     def get(self, id: str) -> "Session":
         """The handle of an existing session. Leaving a ``with`` block of it

@@ -13,6 +13,7 @@ import socket
 import ssl
 import stat
 import threading
+import time
 from typing import Any, Callable, List, Optional, Tuple
 from urllib.parse import urlsplit
 
@@ -123,7 +124,7 @@ class Pool:
         self.ep = ep
         self._ssl = ssl_context
         self._size = size
-        self._idle: List[http.client.HTTPConnection] = []
+        self._idle: List[Tuple[http.client.HTTPConnection, float]] = []
         self._lock = threading.Lock()
         self._closed = False
 
@@ -137,8 +138,11 @@ class Pool:
         """A connection, and whether it was used before."""
         with self._lock:
             while self._idle:
-                c = self._idle.pop()
-                if not _dropped(c):
+                c, since = self._idle.pop()
+                # The daemon closes a connection after 2 minutes idle; one
+                # idle for less than a second needs no check (a syscall),
+                # and open's retry covers a close in that window.
+                if time.monotonic() - since < 1.0 or not _dropped(c):
                     return c, True
                 c.close()
         return self._new(), False
@@ -146,7 +150,7 @@ class Pool:
     def put(self, c: http.client.HTTPConnection) -> None:
         with self._lock:
             if not self._closed and len(self._idle) < self._size:
-                self._idle.append(c)
+                self._idle.append((c, time.monotonic()))
                 return
         c.close()
 
@@ -154,7 +158,7 @@ class Pool:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for c in idle:
+        for c, _ in idle:
             c.close()
 
     def open(self, req: Req, timeout: Optional[float] = None) -> Response:
@@ -219,4 +223,4 @@ class Pool:
         r.close()
         if parse is None:
             return None
-        return parse(json.loads(data))
+        return parse(json.loads(data.decode("utf-8")))

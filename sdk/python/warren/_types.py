@@ -32,8 +32,13 @@ def parse_time(v: Optional[str]) -> Optional[_dt.datetime]:
     return _dt.datetime.fromisoformat(s + tz)
 
 
+_NAMES: Dict[type, frozenset] = {}
+
+
 def _fields(cls, d: Dict[str, Any], times=(), nested=None) -> Dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = _NAMES.get(cls)
+    if names is None:  # dataclasses.fields costs more than the rest of a decode
+        names = _NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
     out: Dict[str, Any] = {}
     for k, v in d.items():
         if k not in names:
