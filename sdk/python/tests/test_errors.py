@@ -64,18 +64,26 @@ class ErrorClassTest(unittest.TestCase):
         self.assertEqual((e.status, e.quota), (429, "max_sessions"))
 
     def test_rate_limited(self):
-        # A fresh key has its own bucket (default 200/s, bursts of 400):
-        # calls faster than that run it dry.
-        with warren.Warren(URL, tenant_key(uid("rate"))) as user:
-            for _ in range(5000):
-                try:
-                    user.sessions.list()
-                except warren.RateLimited as e:
-                    self.assertEqual((e.status, e.code), (429, "resource_exhausted"))
-                    self.assertGreater(e.retry_after, 0)
-                    self.assertIsInstance(e, warren.ResourceExhausted)
-                    return
-        self.fail("5000 calls were never rate limited")
+        # A fresh key has its own bucket (default 200/s, bursts of 400).
+        # Calls go out 64 at a time, so that they outrun the refill even
+        # on a loaded machine where one call takes milliseconds.
+        import asyncio
+
+        async def hammer():
+            async with warren.AsyncWarren(URL, tenant_key(uid("rate"))) as user:
+                for _ in range(100):
+                    got = await asyncio.gather(*(user.sessions.list() for _ in range(64)), return_exceptions=True)
+                    for r in got:
+                        if isinstance(r, warren.RateLimited):
+                            return r
+                        if isinstance(r, BaseException):
+                            raise r
+            return None
+        e = asyncio.run(hammer())
+        self.assertIsNotNone(e, "6400 calls were never rate limited")
+        self.assertEqual((e.status, e.code), (429, "resource_exhausted"))
+        self.assertGreater(e.retry_after, 0)
+        self.assertIsInstance(e, warren.ResourceExhausted)
 
     def test_unavailable(self):
         # A port with nothing listening cannot be proxied to.
