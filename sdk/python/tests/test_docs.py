@@ -117,3 +117,48 @@ class WheelTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SDKTableTest(unittest.TestCase):
+    """docs/SDK.md is the contract between the three SDKs: every Python
+    name in its tables exists, in the sync and the asyncio client."""
+
+    NOUNS = {
+        "warren": "Warren", "w": "Warren", "sessions": "Sessions", "session": "Session", "files": "Files",
+        "processes": "Processes", "network": "Network", "ports": "Ports", "shell": "Shell",
+        "snapshots": "Snapshots", "workspaces": "Workspaces", "images": "Images",
+    }
+
+    def python_cells(self):
+        with open(os.path.join(HERE, "..", "..", "docs", "SDK.md"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        col = None
+        for ln in lines:
+            if not ln.startswith("|"):
+                col = None
+                continue
+            cells = [c.strip() for c in ln.strip("|").split("|")]
+            if col is None:
+                col = cells.index("Python") if "Python" in cells else -1
+                continue
+            if col >= 0 and col < len(cells) and not set(cells[col]) <= set("- "):
+                yield cells[col]
+
+    def test_names_exist(self):
+        from warren import _aio, _client
+        checked = 0
+        for cell in self.python_cells():
+            for span in re.findall(r"`([^`]+)`", cell):
+                chain = re.match(r"([a-z_]+(?:\.[a-z_/]+)+)", span)
+                if not chain:
+                    continue
+                parts = chain.group(1).split(".")
+                noun, verbs = parts[-2], parts[-1].split("/")
+                if noun not in self.NOUNS:
+                    continue
+                for verb in verbs:
+                    for mod, prefix in ((_client, ""), (_aio, "Async")):
+                        cls = getattr(mod, prefix + self.NOUNS[noun])
+                        self.assertTrue(hasattr(cls, verb), f"docs/SDK.md names {span!r}: no {cls.__name__}.{verb}")
+                        checked += 1
+        self.assertGreater(checked, 100)
