@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import unittest
+from unittest import mock
 
 import warren
 from tests.support import KEY, URL, Proxy, needs_daemon, uid
@@ -63,6 +64,14 @@ class DroppedStreamTest(unittest.TestCase):
                             self.proxy.cut()
             return got
         self.assertEqual(asyncio.run(main()), EXPECTED)
+
+    def test_logs_outlast_timeout(self):
+        # A process silent for longer than the client's timeout (many
+        # times over) is followed to its end, not given up on.
+        p = self.s.processes.start("sleep 2; echo late")
+        with warren.Warren(URL, KEY, timeout=0.25) as w, mock.patch.object(warren._client, "MAX_RECONNECTS", 2):
+            evs = list(warren.Session(w, self.s.info).processes.logs(p.id, follow=True))
+        self.assertEqual([(e.kind, e.data) for e in evs], [("output", b"late\n"), ("exit", b"")])
 
     def test_logs_give_up(self):
         # A daemon that stays unreachable ends the stream with StreamInterrupted.

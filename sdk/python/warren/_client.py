@@ -552,10 +552,13 @@ class Processes:
                 r.close()
                 return
             sse = P.SSEParser()
+            silent = False  # the client's timeout passed without a byte: not a failure
             try:
                 while True:
                     try:
                         line = r.readline()
+                    except socket.timeout:
+                        silent, line = True, None
                     except CONN_ERRORS:
                         line = None
                     if not line:
@@ -574,6 +577,8 @@ class Processes:
                 r.abort() if not r.raw.isclosed() else r.close()
             if not follow:
                 return
+            if silent:
+                continue  # a quiet process outlasted the client's timeout: ask again
             failures += 1
             if failures > MAX_RECONNECTS:
                 raise StreamInterrupted("process output: the stream kept ending before the exit event")
