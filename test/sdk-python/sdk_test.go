@@ -15,6 +15,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/daemon/daemontest"
+	"github.com/warrenhq/warren/internal/network/nettest"
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
@@ -51,7 +52,14 @@ func sdkDir(t *testing.T) string {
 // TestPythonSDK runs `python3 -m unittest` in sdk/python against a daemon.
 func TestPythonSDK(t *testing.T) {
 	py := python(t)
-	h := daemontest.Start(t, nil)
+	// Sessions' egress goes through a namespace of the test's own into a
+	// fake internet (nettest), so that the network calls run for real and
+	// no other daemon on the machine holds the egress.
+	world := nettest.NewWorld(t)
+	h := daemontest.Start(t, func(c *config.Config) {
+		c.Network.NetNS = world.HostPath
+		c.Network.DNSUpstream = []string{nettest.UpstreamAddr}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	args := []string{"-m", "unittest", "discover", "-s", "tests", "-t", "."}
@@ -63,7 +71,7 @@ func TestPythonSDK(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"WARREN_URL="+h.URL,
 		"WARREN_API_KEY="+h.AdminKey,
-		"WARREN_TEST_DAEMON=1",
+		"WARREN_TEST_INTERNET=allowed.test,other.test", // names of the fake internet: one to allow, one to deny
 		"PYTHONDONTWRITEBYTECODE=1",
 	)
 	out, err := cmd.CombinedOutput()

@@ -292,6 +292,17 @@ class SyncTest(unittest.TestCase):
             with self.assertRaises(warren.InvalidArgument):
                 s.network.allow("not a rule!")
             self.assertIsInstance(s.network.denials(), list)
+            names = os.environ.get("WARREN_TEST_INTERNET", "")
+            if not names:
+                return  # a daemon of your own: no fake internet to reach
+            good, bad = names.split(",")
+            s.network.set("allowlist", allow=[good])
+            get = "python3 -c \"import urllib.request as u; print(u.urlopen('http://%s/', timeout=5).read().decode())\""
+            r = s.exec(get % good)
+            self.assertEqual(r.exit_code, 0, r.stderr)
+            self.assertIn("hello from", r.stdout)
+            self.assertNotEqual(s.exec(get % bad).exit_code, 0)
+            self.assertIn(bad, [d.host for d in s.network.denials()])
 
     def test_ports(self):
         p = self.s.processes.start("mkdir -p /tmp/site && echo served > /tmp/site/index.html && "
