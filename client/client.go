@@ -407,3 +407,15 @@ func (c *Client) Health(ctx context.Context) error {
 	_, err := c.doJSON(ctx, http.MethodGet, "/healthz", nil, nil, nil)
 	return err
 }
+
+// RenewSession refreshes the idle TTL of the session id and describes it
+// again, with its new ExpiresAt. There is no REST verb for it: every call
+// that uses a session renews it (describing it does not), and a stat of
+// "/" is the cheapest such call. The Python and TypeScript SDKs' renew do
+// the same (docs/SDK.md).
+func (c *Client) RenewSession(ctx context.Context, id string) (*api.Session, error) {
+	if _, err := c.StatFile(ctx, id, "/"); err != nil {
+		return nil, err
+	}
+	return c.GetSession(ctx, id)
+}

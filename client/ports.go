@@ -45,3 +45,11 @@ func (c *Client) PortForward(ctx context.Context, id string, port int) (net.Conn
 	// The connection lives on after ctx, which bounded the dial only.
 	return websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary), nil
 }
+
+// PortURL returns the URL at which the daemon serves port of the session
+// id (its HTTP and WebSocket proxy, /v1/sessions/{id}/ports/{port}/). A
+// request to it needs the client's credential, or a token from
+// CreateToken as the query parameter token (docs/PORTS.md).
+func (c *Client) PortURL(id string, port int) string {
+	return c.baseURL + sessionPath(id, "/ports/"+strconv.Itoa(port)+"/")
+}
