@@ -32,7 +32,7 @@ run: build
 # official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node), and
 # a client generated from the served OpenAPI document (test/openapi-ts).
 # Their packages are installed exactly as each lockfile pins them.
-NPM_TESTS := test/mcp-node test/openapi-ts
+NPM_TESTS := test/mcp-node test/openapi-ts sdk/typescript
 
 test: agent
 	@for d in $(NPM_TESTS); do \

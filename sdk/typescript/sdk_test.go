@@ -1,0 +1,169 @@
+// Package sdktypescript runs the TypeScript SDK's own checks from go test
+// (and so from make test): tsc builds dist/ from src/, the wire types must
+// be what openapi-typescript generates from api/openapi.yaml today, node's
+// test runner drives a real daemon through the SDK and its framework
+// adapters, the README's quick start and the examples run as written,
+// typedoc builds the API reference from the doc comments, and the
+// benchmark measures the SDK against curl and bare fetch. Every step skips,
+// saying why, when node or the npm packages (npm ci in this directory;
+// make test does it) are missing.
+package sdktypescript
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/daemon/daemontest"
+	"github.com/warrenhq/warren/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	testutil.SandboxMain()
+	os.Exit(m.Run())
+}
+
+// needs skips the test unless node and the npm packages are there.
+func needs(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("needs node (.ci/run installs it)")
+	}
+	for _, pkg := range []string{"typescript", "openapi-typescript", "ws", "ai", "@langchain/core", "zod", "typedoc"} {
+		if _, err := os.Stat(filepath.Join("node_modules", pkg, "package.json")); err != nil {
+			t.Skipf("needs the npm package %s: run npm ci in sdk/typescript (make test does)", pkg)
+		}
+	}
+	return node
+}
+
+// runner runs node scripts in this directory against a daemon.
+type runner struct {
+	t    *testing.T
+	ctx  context.Context
+	node string
+	env  []string
+}
+
+func (r *runner) run(what string, args ...string) string {
+	r.t.Helper()
+	cmd := exec.CommandContext(r.ctx, r.node, args...)
+	cmd.Env = append(os.Environ(), r.env...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("%s: %v\n%s", what, err, out)
+	}
+	r.t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+	return string(out)
+}
+
+// build compiles src/ into dist/ (git-ignored) with tsc --strict, and the
+// examples into dist-examples/.
+func build(r *runner) {
+	r.t.Helper()
+	tsc := filepath.Join("node_modules", "typescript", "bin", "tsc")
+	r.run("tsc", tsc, "-p", "tsconfig.json")
+	r.run("tsc examples", tsc, "-p", "tsconfig.examples.json")
+}
+
+// TestSDK is the whole SDK against one daemon.
+func TestSDK(t *testing.T) {
+	node := needs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	r := &runner{t: t, ctx: ctx, node: node}
+
+	t.Run("types match api/openapi.yaml", func(t *testing.T) {
+		gen := filepath.Join(t.TempDir(), "openapi.ts")
+		(&runner{t: t, ctx: ctx, node: node}).run("openapi-typescript",
+			filepath.Join("node_modules", "openapi-typescript", "bin", "cli.js"), filepath.Join("..", "..", "api", "openapi.yaml"), "-o", gen)
+		want, err := os.ReadFile(gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("src", "openapi.ts"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatal("src/openapi.ts is not what openapi-typescript makes of api/openapi.yaml: run npm run gen in sdk/typescript")
+		}
+	})
+
+	build(r)
+	h := daemontest.Start(t, nil)
+	r.env = []string{"WARREN_URL=" + h.URL, "WARREN_KEY=" + h.AdminKey}
+
+	t.Run("node --test", func(t *testing.T) {
+		rr := &runner{t: t, ctx: ctx, node: node, env: r.env}
+		out := rr.run("node --test", "--test", "--test-concurrency=1", "--test-reporter=spec",
+			filepath.Join("test", "sdk.test.mjs"), filepath.Join("test", "adapters.test.mjs"))
+		t.Logf("%s", out)
+		// A skip must never read as a pass: name each one.
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "﹣") || strings.Contains(line, "# SKIP") {
+				t.Logf("skipped: %s", strings.TrimSpace(line))
+			}
+		}
+	})
+
+	t.Run("README quick start", func(t *testing.T) {
+		b, err := os.ReadFile("README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile("(?s)<!-- quickstart -->\\s*```js\\n(.*?)```").FindSubmatch(b)
+		if m == nil {
+			t.Fatal("README.md has no ```js block after <!-- quickstart -->")
+		}
+		// Inside the package, so that "@warren/sdk" resolves to it (a
+		// package's own name resolves through its exports).
+		f := filepath.Join("dist", "readme-quickstart.mjs")
+		if err := os.WriteFile(f, m[1], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := (&runner{t: t, ctx: ctx, node: node, env: r.env}).run("quick start", f)
+		if !strings.Contains(out, "hello from warren") {
+			t.Fatalf("quick start printed:\n%s", out)
+		}
+		t.Logf("%s", out)
+	})
+
+	t.Run("examples", func(t *testing.T) {
+		for _, ex := range []string{"fix-failing-test", "serve-web-app", "fork-best-of-n"} {
+			out := (&runner{t: t, ctx: ctx, node: node, env: r.env}).run(ex, filepath.Join("dist-examples", ex+".js"))
+			t.Logf("%s:\n%s", ex, out)
+		}
+	})
+
+	t.Run("typedoc", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "api")
+		(&runner{t: t, ctx: ctx, node: node}).run("typedoc",
+			filepath.Join("node_modules", "typedoc", "bin", "typedoc"), "--out", out, "--treatWarningsAsErrors")
+		if _, err := os.Stat(filepath.Join(out, "classes", "index.Warren.html")); err != nil {
+			t.Fatalf("typedoc made no page for Warren: %v", err)
+		}
+	})
+
+	t.Run("benchmark", func(t *testing.T) {
+		out := (&runner{t: t, ctx: ctx, node: node, env: r.env}).run("bench", filepath.Join("bench", "bench.mjs"))
+		t.Logf("%s", strings.TrimSpace(out))
+	})
+
+	// Every session the SDK created was deleted by the tests.
+	ss, err := h.Client.ListSessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) > 0 {
+		t.Errorf("%d session(s) left behind, such as %s", len(ss), ss[0].ID)
+	}
+}
