@@ -24,12 +24,12 @@ while (!(await session.ports.list()).some((p) => p.port === 8080)) {
 }
 
 // From a program: the URL with the credential as a header.
-const url = session.ports.url(8080);
+const url = await session.ports.url(8080);
 const page = await fetch(url, { headers: { authorization: `Bearer ${process.env.WARREN_KEY}` } });
 console.log(`GET ${url} -> ${page.status}: ${(await page.text()).trim()}`);
 
-// In a browser: a short-lived token in the URL (keys never go into URLs).
-const { token } = await warren.createToken({ ttlSeconds: 300 });
-console.log(`open ${url}?token=${token}`);
+// In a browser: a short-lived token in the URL (keys never go into URLs);
+// the daemon swaps it for a cookie at the first visit.
+console.log(`open ${await session.ports.url(8080, { token: true })}`);
 // Or make the port public (if the tenant's settings allow it):
 //   await session.ports.setPublic(8080, true);

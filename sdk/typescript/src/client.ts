@@ -46,9 +46,15 @@ import { Shell, type ShellOptions } from "./shell.js";
 
 /** How to reach a daemon. */
 export interface WarrenOptions {
-  /** The daemon's base URL, such as `http://127.0.0.1:7433`; a path is kept as a prefix. Default `$WARREN_URL`. */
+  /**
+   * The daemon's base URL; a path is kept as a prefix. Default `$WARREN_URL`,
+   * else `$WARREN_ADDR` (the CLI's), else `http://127.0.0.1:7433`.
+   */
   url?: string;
-  /** An API key (`wrn_…`). Default `$WARREN_KEY`. Sent as a bearer header, never in a URL. */
+  /**
+   * An API key (`wrn_…`), sent as a bearer header and never in a URL.
+   * Default `$WARREN_API_KEY`, else `$WARREN_KEY`, else `$WARREN_TOKEN`.
+   */
   key?: string;
   /** A short-lived token (`wrt_…`) or a JWT: what a browser holds instead of a key. */
   token?: string;
@@ -94,9 +100,8 @@ export class Warren implements AsyncDisposable {
   readonly created = new Set<string>();
 
   constructor(opts: WarrenOptions = {}) {
-    const url = opts.url ?? env("WARREN_URL");
-    if (!url) throw new TypeError("warren: no url (pass { url } or set WARREN_URL)");
-    const cred = opts.token ?? opts.key ?? env("WARREN_KEY");
+    const url = opts.url || env("WARREN_URL") || env("WARREN_ADDR") || "http://127.0.0.1:7433";
+    const cred = opts.token ?? opts.key ?? (env("WARREN_API_KEY") || env("WARREN_KEY") || env("WARREN_TOKEN"));
     this.t = new Transport(url, cred || undefined, opts.fetch, opts.userAgent ?? "warren-ts-sdk/0.1");
     this.sessions = new Sessions(this);
     this.snapshots = new Snapshots(this.t);
@@ -296,11 +301,11 @@ export class Session implements AsyncDisposable {
   /**
    * Pushes the session's idle expiry back by its full TTL and returns the
    * new expiry. Every call that uses the session does so; describing it
-   * does not, so this makes the cheapest such call (listing its processes)
-   * and then describes it.
+   * does not, so this makes the cheapest such call (a stat of `/`, as the
+   * other SDKs do) and then describes it.
    */
   async renew(opts: CallOptions = {}): Promise<Date> {
-    await this.w.t.call({ method: "GET", path: `${this.path}/processes`, signal: opts.signal });
+    await this.files.stat("/", opts);
     return new Date((await this.refresh(opts)).expires_at);
   }
 
@@ -386,7 +391,7 @@ function outputEvent(c: OutputChunk, pos: number): OutputEvent {
  * {@link StreamInterruptedError} (run what must survive drops as a process).
  */
 export class ExecStream implements AsyncIterable<OutputEvent> {
-  private result: ExecResult | undefined;
+  private res: ExecResult | undefined;
   private iter: AsyncGenerator<OutputEvent> | undefined;
 
   /** @internal */
@@ -398,12 +403,17 @@ export class ExecStream implements AsyncIterable<OutputEvent> {
     return this.iter;
   }
 
+  /** The command's result: {@link ExecStream.wait} as a property, as the Python SDK's `.result`. */
+  get result(): Promise<ExecResult> {
+    return this.wait();
+  }
+
   /** Reads the rest of the stream (discarding its output) and returns the command's result. */
   async wait(): Promise<ExecResult> {
     if (!this.iter) for await (const _ of this) void _;
-    else if (!this.result) for (;;) if ((await this.iter.next()).done) break;
-    if (!this.result) throw new StreamInterruptedError("exec: the stream ended without a result");
-    return this.result;
+    else if (!this.res) for (;;) if ((await this.iter.next()).done) break;
+    if (!this.res) throw new StreamInterruptedError("exec: the stream ended without a result");
+    return this.res;
   }
 
   private async *events(): AsyncGenerator<OutputEvent> {
@@ -418,7 +428,7 @@ export class ExecStream implements AsyncIterable<OutputEvent> {
         pos = ev.next;
         if (ev.data.length) yield ev;
       }
-      this.result = { ...r, stdout: "", stderr: "" };
+      this.res = { ...r, stdout: "", stderr: "" };
       return;
     }
     let pos = 0;
@@ -431,7 +441,7 @@ export class ExecStream implements AsyncIterable<OutputEvent> {
           pos = o.next;
           if (o.data.length) yield o;
         } else if (ev.event === "exit") {
-          this.result = JSON.parse(ev.data) as ExecResult;
+          this.res = JSON.parse(ev.data) as ExecResult;
           return;
         } else if (ev.event === "error") {
           throw errorFromEnvelope(ev.data);
@@ -662,7 +672,7 @@ export class Files {
   constructor(private readonly t: Transport, private readonly sessionPath: string) {}
 
   /** The file's bytes as a stream, for files too large to hold. */
-  async readStream(path: string, opts: CallOptions = {}): Promise<ReadableStream<Uint8Array>> {
+  async stream(path: string, opts: CallOptions = {}): Promise<ReadableStream<Uint8Array>> {
     const resp = await this.t.send({ method: "GET", path: `${this.sessionPath}/files`, query: { path }, accept: "application/octet-stream", signal: opts.signal });
     return resp.body ?? new Blob([]).stream();
   }
@@ -721,13 +731,13 @@ export class Files {
   }
 
   /** A tar of the directory at path (entry names relative to it), streamed. */
-  async downloadArchive(path: string, opts: CallOptions = {}): Promise<ReadableStream<Uint8Array>> {
+  async downloadTar(path: string, opts: CallOptions = {}): Promise<ReadableStream<Uint8Array>> {
     const resp = await this.t.send({ method: "GET", path: `${this.sessionPath}/archive`, query: { path }, accept: "application/x-tar", signal: opts.signal });
     return resp.body ?? new Blob([]).stream();
   }
 
   /** Extracts a tar into the directory at path, streamed. */
-  uploadArchive(path: string, tar: Body, opts: CallOptions = {}): Promise<FileWritten> {
+  uploadTar(path: string, tar: Body, opts: CallOptions = {}): Promise<FileWritten> {
     return this.t.json<FileWritten>({
       method: "PUT", path: `${this.sessionPath}/archive`, query: { path }, body: toBody(tar), contentType: "application/x-tar", signal: opts.signal,
     });
@@ -736,7 +746,7 @@ export class Files {
   /** Node, Bun, Deno: copies the local directory `localDir` into the session's `path` (as one tar). */
   async uploadDir(localDir: string, path: string, opts: CallOptions = {}): Promise<FileWritten> {
     const { packDir } = await import("./tar.js");
-    return this.uploadArchive(path, await packDir(localDir), opts);
+    return this.uploadTar(path, await packDir(localDir), opts);
   }
 
   /** Node, Bun, Deno: copies the session's directory `path` into the local `localDir` (created if missing). */
@@ -799,10 +809,16 @@ export class Ports {
 
   /**
    * The URL where the daemon serves the port (HTTP and WebSocket), plus an
-   * optional path. It needs the credential unless the port is public.
+   * optional `path`. It needs the credential as a header unless the port is
+   * public; with `token` it carries a short-lived token (`POST /v1/tokens`)
+   * as `?token=`, for a browser to open (the daemon swaps it for a cookie at
+   * the first visit, docs/PORTS.md).
    */
-  url(port: number, path = "/"): string {
-    return this.t.url(`${this.sessionPath}/ports/${port}/${path.replace(/^\/+/, "")}`);
+  async url(port: number, opts: CallOptions & { path?: string; token?: boolean; ttlSeconds?: number } = {}): Promise<string> {
+    const u = this.t.url(`${this.sessionPath}/ports/${port}/${(opts.path ?? "").replace(/^\/+/, "")}`);
+    if (!opts.token) return u;
+    const tok = await this.t.json<Token>({ method: "POST", path: "/v1/tokens", json: { ttl_seconds: opts.ttlSeconds ?? 300 }, signal: opts.signal });
+    return `${u}?token=${encodeURIComponent(tok.token)}`;
   }
 
   /** Serves the port without authentication (if the tenant allows it), or with it again. */

@@ -179,6 +179,11 @@ export class Shell implements AsyncIterable<Uint8Array>, AsyncDisposable {
     return this.exit;
   }
 
+  /** The shell's exit code, once it has exited. */
+  get exitCode(): number | undefined {
+    return this.exit?.exitCode;
+  }
+
   /** Types into the terminal (text is sent as UTF-8 bytes). */
   write(data: string | Uint8Array): void {
     this.ws.send(typeof data === "string" ? new TextEncoder().encode(data) : data);

@@ -84,6 +84,7 @@ describe("exec", () => {
     for await (const c of st) got.push([c.stream, c.text]);
     const res = await st.wait();
     assert.equal(res.exit_code, 2);
+    assert.equal((await st.result).exit_code, 2, "result is wait as a property");
     assert.equal(got.filter(([k]) => k === "stdout").map(([, t]) => t).join(""), "1\n2\n3\n");
     assert.deepEqual(got.filter(([k]) => k === "stderr"), [["stderr", "e\n"]]);
     // Not iterated: wait alone reads it.
@@ -133,14 +134,14 @@ describe("files", () => {
   before(async () => (s = await w.sessions.create()));
   after(() => s.delete());
 
-  test("write, read, readText, readStream, stat, list, mkdir, exists, remove", async () => {
+  test("write, read, readText, stream, stat, list, mkdir, exists, remove", async () => {
     const w1 = await s.files.write("d/a.txt", "hello", { mode: 0o640 });
     assert.equal(w1.size, 5);
     assert.equal(await s.files.readText("d/a.txt"), "hello");
     const bin = new Uint8Array(256).map((_, i) => i);
     await s.files.write("/tmp/bin", bin);
     assert.deepEqual(await s.files.read("/tmp/bin"), bin);
-    assert.deepEqual(await bytesOf(await s.files.readStream("/tmp/bin")), bin);
+    assert.deepEqual(await bytesOf(await s.files.stream("/tmp/bin")), bin);
     await s.files.write("/tmp/blob", new Blob(["blob!"]));
     assert.equal(await s.files.readText("/tmp/blob"), "blob!");
     await s.files.write("/tmp/stream", new Blob(["streamed"]).stream());
@@ -175,8 +176,8 @@ describe("files", () => {
       assert.equal((await stat(join(dst, "sub", long, "deep.sh"))).mode & 0o777, 0o755);
       assert.equal(await readlink(join(dst, "link")), "top.txt");
       // The archive calls, raw.
-      const tar = await bytesOf(await s.files.downloadArchive("/tmp/tree"));
-      await s.files.uploadArchive("/tmp/copy", tar);
+      const tar = await bytesOf(await s.files.downloadTar("/tmp/tree"));
+      await s.files.uploadTar("/tmp/copy", tar);
       assert.equal(await s.files.readText("/tmp/copy/top.txt"), "top\n");
     } finally {
       await rm(src, { recursive: true, force: true });
@@ -417,10 +418,14 @@ describe("network and ports", () => {
       }
       const port = ports.find((p) => p.port === 8123);
       assert.ok(port, `port 8123 not listed: ${JSON.stringify(ports)}`);
-      const url = s.ports.url(8123, "index.html");
+      const url = await s.ports.url(8123, { path: "index.html" });
       assert.equal(url, `${URL_}/v1/sessions/${s.id}/ports/8123/index.html`);
       const r = await fetch(url, { headers: { authorization: `Bearer ${process.env.WARREN_KEY}` } });
       assert.equal(await r.text(), "served by the sandbox");
+      // With a token in the URL, as a browser opens it: no header needed.
+      const tokURL = await s.ports.url(8123, { path: "index.html", token: true });
+      assert.match(tokURL, /\?token=wrt_/);
+      assert.equal(await (await fetch(tokURL)).text(), "served by the sandbox");
       await assert.rejects(s.ports.setPublic(8123, true), (e) => e instanceof WarrenError);
     } finally {
       await s.delete();
@@ -449,6 +454,7 @@ describe("shell", () => {
     again.write("echo $MARK; exit 7\n");
     await again.readUntil("attached", { timeoutMs: 10000 });
     assert.deepEqual(await again.closed, { exitCode: 7, signal: undefined });
+    assert.equal(again.exitCode, 7);
   });
 
   test("killOnClose, iteration, AbortSignal, typed errors", async () => {
