@@ -96,16 +96,27 @@ result.per_call.live_overhead_ms = ms(median(sdkT) - median(rawT));
 const body = JSON.stringify(s.info);
 const stub = async () => new Response(body, { status: 200, headers: { "content-type": "application/json" } });
 const ws = new Warren({ url: "http://stub", key, fetch: stub });
-const m = Number(process.env.BENCH_STUB_CALLS ?? 20000);
-const loop = async (f) => {
-  for (let i = 0; i < 2000; i++) await f();
+// Blocks of calls, SDK and bare fetch alternating, so that a busy machine
+// (other processes, GC) weighs on both alike; medians of the blocks.
+const blocks = Number(process.env.BENCH_STUB_BLOCKS ?? 20);
+const per = 2000;
+const block = async (f) => {
   const t0 = performance.now();
-  for (let i = 0; i < m; i++) await f();
-  return (performance.now() - t0) / m;
+  for (let i = 0; i < per; i++) await f();
+  return (performance.now() - t0) / per;
 };
-const bare = await loop(async () => (await stub(`http://stub/v1/sessions/${s.id}`, { method: "GET", headers: { ...auth, accept: "application/json" } })).json());
-const sdk = await loop(() => ws.sessions.get(s.id));
-result.per_call.stub_sdk_ms = ms(sdk);
-result.per_call.stub_fetch_ms = ms(bare);
-result.per_call.sdk_own_ms = ms(sdk - bare);
+const bareCall = async () => (await stub(`http://stub/v1/sessions/${s.id}`, { method: "GET", headers: { ...auth, accept: "application/json" } })).json();
+const sdkCall = () => ws.sessions.get(s.id);
+await block(bareCall);
+await block(sdkCall);
+const bareB = [];
+const sdkB = [];
+for (let i = 0; i < blocks; i++) {
+  bareB.push(await block(bareCall));
+  sdkB.push(await block(sdkCall));
+}
+const diffs = sdkB.map((x, i) => x - bareB[i]);
+result.per_call.stub_sdk_ms = ms(median(sdkB));
+result.per_call.stub_fetch_ms = ms(median(bareB));
+result.per_call.sdk_own_ms = ms(median(diffs));
 console.log("BENCH " + JSON.stringify(result));
