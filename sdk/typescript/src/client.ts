@@ -4,7 +4,7 @@
 // under it; snapshots, workspaces and images are top-level.
 
 import "./polyfill.js";
-import { NotFoundError, StreamInterruptedError, WarrenError } from "./errors.js";
+import { NotFoundError, RateLimitedError, StreamInterruptedError, WarrenError } from "./errors.js";
 import {
   type CallOptions,
   type FetchLike,
@@ -170,6 +170,35 @@ export class Warren implements AsyncDisposable {
       }),
     );
     if (errs.length) throw new AggregateError(errs, `warren: ${errs.length} session(s) could not be deleted`);
+  }
+
+  /**
+   * Node, Bun, Deno: deletes the sessions this client created when the
+   * program ends on its own or is stopped with SIGINT, SIGTERM or SIGHUP
+   * (the signal is raised again afterwards, so the exit status stays what
+   * it would have been). A program killed with SIGKILL cannot clean up:
+   * give sessions a `ttl_seconds` for that. Returns a function that undoes
+   * the registration.
+   */
+  closeOnExit(): () => void {
+    const proc = (globalThis as { process?: NodeJS.Process }).process;
+    if (!proc?.once) return () => {};
+    const sigs: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+    const onSignal = (sig: NodeJS.Signals) => {
+      undo();
+      this.close().catch(() => {}).finally(() => proc.kill(proc.pid, sig));
+    };
+    const onBeforeExit = () => {
+      undo();
+      void this.close().catch(() => {});
+    };
+    const undo = () => {
+      for (const s of sigs) proc.off(s, onSignal);
+      proc.off("beforeExit", onBeforeExit);
+    };
+    for (const s of sigs) proc.once(s, onSignal);
+    proc.once("beforeExit", onBeforeExit);
+    return undo;
   }
 
   /** `await using warren = new Warren(...)`: deletes the sessions it created. */
@@ -555,14 +584,18 @@ export class Processes {
         cause = new Error("the stream ended before the exit event");
       } catch (e) {
         if (opts.signal?.aborted) throw opts.signal.reason ?? e;
-        if (e instanceof WarrenError && e.code !== "unavailable") throw e;
+        // Retried: a broken connection, a daemon that is restarting
+        // (unavailable) and a rate limit; what else the daemon answers
+        // (404, 403) is final.
+        if (e instanceof WarrenError && e.code !== "unavailable" && !(e instanceof RateLimitedError)) throw e;
         cause = e;
       }
       failures = progressed ? 1 : failures + 1;
       if (failures > budget) {
         throw new StreamInterruptedError(`process ${pid}: output stream broke ${failures} times in a row at offset ${pos}`, pos, { cause });
       }
-      await sleep(Math.min(2000, 50 * 2 ** (failures - 1)), opts.signal);
+      const wait = cause instanceof RateLimitedError ? cause.retryAfter * 1000 : Math.min(2000, 50 * 2 ** (failures - 1));
+      await sleep(wait, opts.signal);
     }
   }
 

@@ -71,7 +71,8 @@ export class Shell implements AsyncIterable<Uint8Array>, AsyncDisposable {
   readonly closed: Promise<ShellExit | undefined>;
   private exit: ShellExit | undefined;
   private queue: Uint8Array[] = [];
-  private wake: (() => void) | undefined;
+  // Who waits for output or the end: readUntil and the iterator may both.
+  private waiters: (() => void)[] = [];
   private ended = false;
   private failure: unknown;
   private resolveClosed!: (x: ShellExit | undefined) => void;
@@ -162,7 +163,7 @@ export class Shell implements AsyncIterable<Uint8Array>, AsyncDisposable {
           fail(new UnavailableError({ status: 503, code: "unavailable", message: `shell: the WebSocket closed (${ev.code} ${ev.reason}) before the shell started` }));
         }
         sh.resolveClosed(sh.exit);
-        sh.wake?.();
+        sh.wake();
       };
     });
   }
@@ -171,7 +172,13 @@ export class Shell implements AsyncIterable<Uint8Array>, AsyncDisposable {
     this.queue.push(b);
     this.text += this.dec.decode(b, { stream: true });
     if (this.text.length > 1 << 20) this.text = this.text.slice(-(1 << 19));
-    this.wake?.();
+    this.wake();
+  }
+
+  private wake() {
+    const ws = this.waiters;
+    this.waiters = [];
+    for (const w of ws) w();
   }
 
   /** How the shell exited, once it has. */
@@ -214,11 +221,10 @@ export class Shell implements AsyncIterable<Uint8Array>, AsyncDisposable {
       if (left <= 0) throw new WarrenError({ status: 408, code: "deadline_exceeded", message: `shell: ${String(pattern)} did not appear in time; output: ${JSON.stringify(this.text.slice(-200))}` });
       await new Promise<void>((r) => {
         const tm = setTimeout(r, left);
-        this.wake = () => {
+        this.waiters.push(() => {
           clearTimeout(tm);
-          this.wake = undefined;
           r();
-        };
+        });
       });
     }
   }
@@ -235,7 +241,7 @@ export class Shell implements AsyncIterable<Uint8Array>, AsyncDisposable {
         if (this.failure) throw this.failure;
         return;
       }
-      await new Promise<void>((r) => (this.wake = () => { this.wake = undefined; r(); }));
+      await new Promise<void>((r) => this.waiters.push(r));
     }
   }
 

@@ -563,6 +563,19 @@ describe("errors", () => {
   });
 });
 
+describe("runtimes", () => {
+  test("the core is browser-safe: no node: imports, no Buffer, outside the tar helper and the adapters", async () => {
+    const { readdir } = await import("node:fs/promises");
+    const dir = new globalThis.URL("../dist/", import.meta.url);
+    for (const f of await readdir(dir)) {
+      if (!f.endsWith(".js") || f === "tar.js" || f === "readme-quickstart.mjs") continue;
+      // The code, without its comments.
+      const src = (await readFile(new globalThis.URL(f, dir), "utf8")).replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+      assert.doesNotMatch(src, /from "node:|require\(|\bBuffer\./, `${f} would not load in a browser`);
+    }
+  });
+});
+
 describe("cleanup", () => {
   test("close deletes what the client created; withSession deletes on throw; asyncDispose", async () => {
     const w2 = client();
@@ -585,6 +598,40 @@ describe("cleanup", () => {
     await w2[Symbol.asyncDispose]();
     await assert.rejects(w.sessions.get(a.id), NotFoundError);
     assert.equal(w2.created.size, 0);
+  });
+
+  test("closeOnExit: a program stopped by SIGTERM, or ending on its own, leaves no session", async () => {
+    const { spawn } = await import("node:child_process");
+    const dist = JSON.stringify(new globalThis.URL("../dist/index.js", import.meta.url).href);
+    const run = (code, signal) =>
+      new Promise((resolve, reject) => {
+        const c = spawn(process.execPath, ["--input-type=module", "-e", code], { env: process.env, stdio: ["ignore", "pipe", "inherit"] });
+        let out = "";
+        c.stdout.on("data", (d) => {
+          out += d;
+          if (signal && out.includes("\n")) c.kill(signal);
+        });
+        c.on("error", reject);
+        c.on("exit", (code, sig) => resolve({ id: out.trim(), code, sig }));
+      });
+    const stopped = await run(`
+      import { Warren } from ${dist};
+      const w = new Warren();
+      w.closeOnExit();
+      const s = await w.sessions.create();
+      console.log(s.id);
+      setInterval(() => {}, 1000);
+    `, "SIGTERM");
+    assert.equal(stopped.sig, "SIGTERM", "the signal is raised again after cleanup");
+    await assert.rejects(w.sessions.get(stopped.id), NotFoundError);
+    const ended = await run(`
+      import { Warren } from ${dist};
+      const w = new Warren();
+      w.closeOnExit();
+      console.log((await w.sessions.create()).id);
+    `);
+    assert.equal(ended.code, 0);
+    await assert.rejects(w.sessions.get(ended.id), NotFoundError);
   });
 
   test("a program that exits after close leaves no session", async () => {
