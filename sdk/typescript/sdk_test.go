@@ -36,7 +36,7 @@ func needs(t *testing.T) string {
 	if err != nil {
 		t.Skip("needs node (.ci/run installs it)")
 	}
-	for _, pkg := range []string{"typescript", "openapi-typescript", "ws", "ai", "@langchain/core", "zod", "typedoc"} {
+	for _, pkg := range []string{"typescript", "openapi-typescript", "ws", "ai", "@langchain/core", "@openai/agents-core", "zod", "typedoc"} {
 		if _, err := os.Stat(filepath.Join("node_modules", pkg, "package.json")); err != nil {
 			t.Skipf("needs the npm package %s: run npm ci in sdk/typescript (make test does)", pkg)
 		}

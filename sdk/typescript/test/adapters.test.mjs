@@ -9,6 +9,8 @@ import { asSchema } from "ai";
 import { NotFoundError } from "../dist/index.js";
 import { warrenTools as aiTools } from "../dist/adapters/ai.js";
 import { warrenTools as lcTools } from "../dist/adapters/langchain.js";
+import { warrenTools as oaTools } from "../dist/adapters/openai-agents.js";
+import { RunContext } from "@openai/agents-core";
 import { client } from "./helpers.mjs";
 
 const w = client();
@@ -65,5 +67,35 @@ describe("LangChain tools", () => {
     const msg = await exec.invoke({ id: "tc-1", name: "warren_exec", args: { command: "echo tc" }, type: "tool_call" });
     assert.equal(msg.tool_call_id, "tc-1");
     assert.equal(JSON.parse(msg.content).stdout, "tc\n");
+  });
+});
+
+describe("OpenAI Agents SDK tools", () => {
+  test("strict schemas; invoke(runContext, JSON arguments) as the runner calls it", async () => {
+    const tools = oaTools(s);
+    assert.deepEqual(tools.map((t) => t.name), ["warren_exec", "warren_read_file", "warren_write_file", "warren_list_files"]);
+    const [exec, read, write, list] = tools;
+    for (const t of tools) {
+      assert.equal(t.type, "function");
+      assert.equal(t.strict, true);
+      assert.equal(t.parameters.additionalProperties, false);
+    }
+    const ctx = new RunContext({});
+    // The model's arguments arrive as a JSON string; strict mode sends null for what is not given.
+    assert.deepEqual(JSON.parse(await write.invoke(ctx, JSON.stringify({ path: "oa.txt", content: "from agents" }))), { path: "oa.txt", bytes: 11 });
+    assert.equal(JSON.parse(await read.invoke(ctx, '{"path":"oa.txt"}')).content, "from agents");
+    assert.ok(JSON.parse(await list.invoke(ctx, '{"path":"."}')).entries.some((e) => e.name === "oa.txt"));
+    assert.deepEqual(JSON.parse(await exec.invoke(ctx, '{"command":"cat oa.txt; exit 2","timeout_ms":null}')), {
+      exit_code: 2, stdout: "from agents", stderr: "", timed_out: false,
+    });
+    // Errors go to the model as the result (the Agents SDK's default), with the class in it.
+    assert.match(await read.invoke(ctx, '{"path":"missing.txt"}'), /not_found/);
+    assert.match(await exec.invoke(ctx, '{"nope":1}'), /invalid|error/i);
+    // The tool call's signal reaches the daemon call.
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 200);
+    const t0 = Date.now();
+    await exec.invoke(ctx, '{"command":"sleep 10","timeout_ms":null}', { signal: ac.signal }).catch(() => {});
+    assert.ok(Date.now() - t0 < 5000, "the abort did not reach the exec");
   });
 });

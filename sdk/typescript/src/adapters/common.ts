@@ -32,14 +32,15 @@ function cut(s: string, max: number): string {
 /** The tools for a session: exec, read_file, write_file, list_files. */
 export function toolSpecs(session: Session, opts: ToolOptions = {}) {
   const max = opts.maxOutputChars ?? 16000;
-  const exec: ToolSpec<z.ZodObject<{ command: z.ZodString; timeout_ms: z.ZodOptional<z.ZodNumber> }>> = {
+  const exec: ToolSpec<z.ZodObject<{ command: z.ZodString; timeout_ms: z.ZodOptional<z.ZodNullable<z.ZodNumber>> }>> = {
     name: "exec",
     description:
       "Run a shell command in the sandbox (bash, persistent: cd and exported variables carry over to the next command). " +
       "Returns the exit code, stdout and stderr. A failing command is not an error: read its exit code.",
     schema: z.object({
       command: z.string().describe("The shell command line to run."),
-      timeout_ms: z.number().int().positive().optional().describe("Kill the command after this many milliseconds."),
+      // Nullable too: OpenAI strict schemas send null for "not given".
+      timeout_ms: z.number().int().positive().nullable().optional().describe("Kill the command after this many milliseconds."),
     }),
     async run(input, signal) {
       const timeout = input.timeout_ms ?? opts.timeoutMs;
