@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/daemon/daemontest"
+	"github.com/warrenhq/warren/internal/network/nettest"
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
@@ -90,8 +92,20 @@ func TestSDK(t *testing.T) {
 	})
 
 	build(r)
-	h := daemontest.Start(t, nil)
-	r.env = []string{"WARREN_URL=" + h.URL, "WARREN_KEY=" + h.AdminKey}
+	// Sessions' egress goes through a namespace of the test's own into a
+	// fake internet (names *.test), so that the network policy is exercised
+	// for real and no other daemon on the host is in the way.
+	world := nettest.NewWorld(t)
+	h := daemontest.Start(t, func(c *config.Config) {
+		c.Network.NetNS = world.HostPath
+		c.Network.DNSUpstream = []string{nettest.UpstreamAddr}
+	})
+	// A second daemon whose keys may make one call a second (bursts of 3),
+	// for the rate-limit test: on the first, with the default 200/s, whether
+	// a burst of calls is limited depends on how fast the machine is.
+	limited := daemontest.Start(t, func(c *config.Config) { c.Auth.RateLimit, c.Auth.RateBurst = 1, 3 })
+	r.env = []string{"WARREN_URL=" + h.URL, "WARREN_KEY=" + h.AdminKey, "WARREN_FAKE_INTERNET=1",
+		"WARREN_LIMITED_URL=" + limited.URL, "WARREN_LIMITED_KEY=" + limited.AdminKey}
 
 	t.Run("node --test", func(t *testing.T) {
 		rr := &runner{t: t, ctx: ctx, node: node, env: r.env}
