@@ -338,10 +338,13 @@ export class Session implements AsyncDisposable {
     return new Date((await this.refresh(opts)).expires_at);
   }
 
-  /** Milliseconds until the session expires unless used again (without renewing it). */
+  /**
+   * Seconds (fractional) until the session expires unless used again,
+   * without renewing it. Seconds, as in the other SDKs and `ttl_seconds`.
+   */
   async ttl(opts: CallOptions = {}): Promise<number> {
     const info = await this.refresh(opts);
-    return Math.max(0, Date.parse(info.expires_at) - Date.now());
+    return Math.max(0, (Date.parse(info.expires_at) - Date.now()) / 1000);
   }
 
   /** Deletes the session and everything of it. */
@@ -937,9 +940,12 @@ export class Images {
    * archive as the image `name`, streamed.
    */
   import(name: string, archive: Body, opts: CallOptions & { format?: "rootfs" | "oci-layout" | "docker-archive"; platform?: string; gzip?: boolean } = {}): Promise<Image> {
+    // Bytes in hand are labelled by their first two (gzip starts 1f 8b), as
+    // the Go client does; a stream is labelled by the gzip option.
+    const gz = opts.gzip ?? (archive instanceof Uint8Array && archive[0] === 0x1f && archive[1] === 0x8b);
     return this.t.json<Image>({
       method: "POST", path: "/v1/images", query: { name, format: opts.format, platform: opts.platform },
-      body: toBody(archive), contentType: opts.gzip ? "application/gzip" : "application/x-tar", signal: opts.signal,
+      body: toBody(archive), contentType: gz ? "application/gzip" : "application/x-tar", signal: opts.signal,
     });
   }
   /** Pulls an image from a registry; `onProgress` gets its progress events. */
