@@ -158,6 +158,29 @@ describe("files", () => {
     await assert.rejects(s.files.readText("d/a.txt"), NotFoundError);
   });
 
+  test("a large file is streamed both ways, never held whole", async () => {
+    const size = 24 << 20;
+    const chunk = new Uint8Array(1 << 20).fill(0x61);
+    let sent = 0;
+    const body = new ReadableStream({
+      pull(c) {
+        if (sent >= size) return c.close();
+        c.enqueue(chunk);
+        sent += chunk.length;
+      },
+    });
+    const wr = await s.files.write("/tmp/big", body);
+    assert.equal(wr.size, size);
+    let got = 0;
+    const reader = (await s.files.stream("/tmp/big")).getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      got += value.length;
+    }
+    assert.equal(got, size);
+  });
+
   test("uploadDir and downloadDir round-trip a tree (long names, symlinks, modes)", async () => {
     const src = await mkdtemp(join(tmpdir(), "warren-sdk-up-"));
     const dst = await mkdtemp(join(tmpdir(), "warren-sdk-down-"));
@@ -213,6 +236,18 @@ describe("processes", () => {
     const raw = await s.processes.read(p.id, { offset: 5 });
     assert.equal(raw.offset, 5);
     assert.equal(new TextDecoder().decode(await bytesOf(raw.stream)).length, exit.next - 5);
+  });
+
+  test("output dropped from the bounded buffer is a gap event", async () => {
+    const p = await s.processes.start("head -c 1500000 /dev/zero | tr '\\0' a; echo; echo end");
+    await p.wait();
+    const info = await p.refresh();
+    assert.ok(info.output_start > 0, `nothing was dropped: ${JSON.stringify(info)}`);
+    const evs = [];
+    for await (const ev of p.logs()) evs.push(ev);
+    assert.deepEqual([evs[0].type, evs[0].offset, evs[0].next], ["gap", 0, info.output_start]);
+    assert.equal(evs.filter((e) => e.type === "output")[0].offset, info.output_start);
+    assert.equal(evs.at(-1).type, "exit");
   });
 
   test("writeStdin, signal, kill, resize", async () => {
@@ -363,6 +398,8 @@ describe("snapshots, fork, workspaces, images", () => {
       assert.equal(img.name, name);
       await w.images.delete(name);
       await assert.rejects(w.images.get(name), NotFoundError);
+      // Errors before a pull's stream starts are typed like any other.
+      await assert.rejects(w.images.pull("not a valid ref!"), InvalidArgumentError);
       const pr = await w.images.prune();
       assert.equal(typeof pr, "object");
     } finally {
