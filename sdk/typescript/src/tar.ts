@@ -3,7 +3,7 @@
 // Regular files, directories and symlinks; modes and mtimes are kept.
 // Node, Bun and Deno only (node:fs); the browser build never loads it.
 // The archive is held in memory: for trees larger than memory, stream a
-// tar of your own through Files.uploadArchive / downloadArchive.
+// tar of your own through Files.uploadTar / downloadTar.
 
 import { lstat, mkdir, readdir, readFile, readlink, symlink, writeFile, chmod, utimes } from "node:fs/promises";
 import { join, resolve, sep } from "node:path";
