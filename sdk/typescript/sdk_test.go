@@ -3,6 +3,9 @@ package sdktypescript
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,9 +99,17 @@ func TestSDK(t *testing.T) {
 	// fake internet (names *.test), so that the network policy is exercised
 	// for real and no other daemon on the host is in the way.
 	world := nettest.NewWorld(t)
+	// The origin of the browser test's page, listed in cors_origins as an
+	// operator lists a web app's.
+	page, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageOrigin := "http://" + page.Addr().String()
 	h := daemontest.Start(t, func(c *config.Config) {
 		c.Network.NetNS = world.HostPath
 		c.Network.DNSUpstream = []string{nettest.UpstreamAddr}
+		c.CORSOrigins = []string{pageOrigin}
 	})
 	// A second daemon whose keys may make one call a second (bursts of 3),
 	// for the rate-limit test: on the first, with the default 200/s, whether
@@ -118,6 +129,10 @@ func TestSDK(t *testing.T) {
 				t.Logf("skipped: %s", strings.TrimSpace(line))
 			}
 		}
+	})
+
+	t.Run("browser", func(t *testing.T) {
+		browser(t, ctx, page, pageOrigin, h)
 	})
 
 	t.Run("README quick start", func(t *testing.T) {
@@ -170,5 +185,64 @@ func TestSDK(t *testing.T) {
 	}
 	if len(ss) > 0 {
 		t.Errorf("%d session(s) left behind, such as %s", len(ss), ss[0].ID)
+	}
+}
+
+// browser runs test/browser.html in headless Chromium: the SDK's ESM files
+// as tsc makes them, loaded by a page of another origin (listed in the
+// daemon's cors_origins) that holds a token, not a key. The page POSTs its
+// result to /result of the server that serves it.
+func browser(t *testing.T, ctx context.Context, page net.Listener, origin string, h *daemontest.Harness) {
+	var bin string
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		page.Close()
+		t.Skip("needs chromium (Debian's chromium package) to run the SDK in a browser")
+	}
+	result := make(chan string, 1)
+	mux := http.NewServeMux()
+	mux.Handle("/", http.FileServer(http.Dir(".")))
+	mux.HandleFunc("POST /result", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		select {
+		case result <- string(b):
+		default:
+		}
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(page)
+	defer srv.Close()
+
+	tok, err := h.Client.CreateToken(ctx, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := origin + "/test/browser.html?url=" + h.URL + "&token=" + tok.Token
+	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, bin, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--user-data-dir="+t.TempDir(), u)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	select {
+	case got := <-result:
+		if !strings.HasPrefix(got, "RESULT ok ") {
+			t.Fatalf("in the browser: %s", got)
+		}
+		t.Logf("in the browser: %s", got)
+	case <-cctx.Done():
+		t.Fatalf("the page reported nothing in 90 s; chromium said:\n%s", logs.String())
 	}
 }

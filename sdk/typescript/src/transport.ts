@@ -42,9 +42,14 @@ export class Transport {
     this.baseUrl = baseUrl.replace(/\/+$/, "");
     this.credential = credential;
     this.userAgent = userAgent;
-    const f = fetchImpl ?? (globalThis.fetch as FetchLike | undefined);
-    if (!f) throw new TypeError("warren: no fetch in this runtime; pass one as the fetch option");
-    this.fetchImpl = f;
+    if (fetchImpl) {
+      this.fetchImpl = fetchImpl;
+    } else {
+      if (typeof globalThis.fetch !== "function") throw new TypeError("warren: no fetch in this runtime; pass one as the fetch option");
+      // Bound: a browser's fetch called as a method of another object
+      // throws "Illegal invocation".
+      this.fetchImpl = globalThis.fetch.bind(globalThis) as FetchLike;
+    }
   }
 
   /** The absolute URL of a path and query. */
