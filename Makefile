@@ -29,9 +29,11 @@ run: build
 # test/summary prints what go test prints, then every skipped test with its
 # reason, so that a skip never reads as a pass.
 # The tests that drive the daemon with third-party clients from npm: the
-# official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node), and
-# a client generated from the served OpenAPI document (test/openapi-ts).
-# Their packages are installed exactly as each lockfile pins them.
+# official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node),
+# a client generated from the served OpenAPI document (test/openapi-ts), and
+# warren's own TypeScript SDK with the agent frameworks it plugs into
+# (sdk/typescript). Their packages are installed exactly as each lockfile
+# pins them.
 NPM_TESTS := test/mcp-node test/openapi-ts sdk/typescript
 
 test: agent
