@@ -75,6 +75,17 @@ export class QuotaExceededError extends ResourceExhaustedError {
 }
 /** 503 `unavailable` (also 502 and 504 from a proxy): try again later. */
 export class UnavailableError extends WarrenError {}
+/**
+ * The daemon could not be reached at all (refused, reset, DNS, TLS): no
+ * answer, so `status` is 0. An {@link UnavailableError}, since waiting and
+ * retrying is what helps; `cause` is the runtime's own error.
+ */
+export class ConnectionFailedError extends UnavailableError {
+  constructor(init: WarrenErrorInit, options?: { cause?: unknown }) {
+    super(init);
+    if (options?.cause !== undefined) (this as { cause?: unknown }).cause = options.cause;
+  }
+}
 /** 500 `internal`: a bug in the daemon; its message and request id are for the report. */
 export class InternalError extends WarrenError {}
 

@@ -2,7 +2,7 @@
 // error envelope turned into a typed error. Kept small on purpose: the SDK's
 // own cost per call is measured (docs/BENCHMARKS.md) against a bare fetch.
 
-import { WarrenError, codeOfStatus, errorOf, parseRetryAfter, statusOfCode } from "./errors.js";
+import { ConnectionFailedError, WarrenError, codeOfStatus, errorOf, parseRetryAfter, statusOfCode } from "./errors.js";
 
 /** A `fetch` function: the global one, or one the caller supplies (a proxy agent, a test double). */
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -80,7 +80,16 @@ export class Transport {
     const init: RequestInit & { duplex?: "half" } = { method: r.method, headers, body: body ?? null, signal: r.signal ?? null };
     // A streamed body (ReadableStream) needs half duplex in Node's fetch.
     if (body && typeof (body as ReadableStream).getReader === "function") init.duplex = "half";
-    const resp = await this.fetchImpl(this.url(r.path, r.query), init);
+    let resp: Response;
+    try {
+      resp = await this.fetchImpl(this.url(r.path, r.query), init);
+    } catch (e) {
+      // A cancelled call stays the runtime's AbortError; anything else that
+      // kept the request from an answer is the daemon being unreachable.
+      if (r.signal?.aborted || (e as Error)?.name === "AbortError") throw e;
+      const why = (e as { cause?: { message?: string } })?.cause?.message ?? (e as Error)?.message ?? String(e);
+      throw new ConnectionFailedError({ status: 0, code: "unavailable", message: `${r.method} ${this.baseUrl}${r.path}: ${why}` }, { cause: e });
+    }
     if (resp.status < 200 || resp.status > 299) throw await errorFromResponse(resp);
     return resp;
   }

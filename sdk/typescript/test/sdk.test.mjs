@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
   ConflictError,
+  ConnectionFailedError,
   InternalError,
   InvalidArgumentError,
   NotFoundError,
@@ -589,6 +590,20 @@ describe("errors", () => {
       assert.ok(e instanceof ResourceExhaustedError);
       assert.ok(e.retryAfter >= 1);
     }
+  });
+
+  test("a daemon that cannot be reached is a ConnectionFailedError, an UnavailableError", async () => {
+    const net = await import("node:net");
+    const srv = net.createServer();
+    await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+    const port = srv.address().port;
+    await new Promise((r) => srv.close(r)); // nothing listens there now
+    const e = await new Warren({ url: `http://127.0.0.1:${port}`, key: "k" }).sessions.list().catch((x) => x);
+    assert.ok(e instanceof ConnectionFailedError, `got ${e}`);
+    assert.ok(e instanceof UnavailableError);
+    assert.equal(e.status, 0);
+    assert.match(e.message, /ECONNREFUSED/);
+    assert.ok(e.cause);
   });
 
   test("unavailable, internal and a proxy's page map by status", async () => {
