@@ -798,6 +798,9 @@ export class Files {
   }
 }
 
+/** Rules (strings or arrays of them), then optionally the call's options. */
+export type RulesAndOptions = (string | string[] | CallOptions)[];
+
 /** The egress policy of one session (docs/NETWORKING.md). */
 export class Network {
   /** @internal */
@@ -813,18 +816,30 @@ export class Network {
     return this.t.json<NetworkPolicy>({ method: "PATCH", path: `${this.sessionPath}/network`, json: policy, signal: opts.signal });
   }
 
-  /** Adds hosts (names, wildcards, addresses, CIDRs, with optional `:port`) to the allow list. */
-  async allow(hosts: string | string[], opts: CallOptions = {}): Promise<NetworkPolicy> {
-    const p = await this.get(opts);
-    const allow = [...new Set([...(p.allow ?? []), ...[hosts].flat()])];
-    return this.set({ ...p, allow }, opts);
+  /**
+   * Adds rules (names, wildcards, addresses, CIDRs, with optional `:port`)
+   * to the allow list: `allow("pypi.org", "*.pythonhosted.org")`, or an
+   * array, and options last: `allow(["pypi.org"], { signal })`.
+   */
+  allow(...args: RulesAndOptions): Promise<NetworkPolicy> {
+    return this.add("allow", args);
   }
 
-  /** Adds hosts to the deny list, which wins over allow. */
-  async deny(hosts: string | string[], opts: CallOptions = {}): Promise<NetworkPolicy> {
+  /** Adds rules to the deny list, which wins over allow; arguments as {@link Network.allow}. */
+  deny(...args: RulesAndOptions): Promise<NetworkPolicy> {
+    return this.add("deny", args);
+  }
+
+  private async add(list: "allow" | "deny", args: RulesAndOptions): Promise<NetworkPolicy> {
+    const rules: string[] = [];
+    let opts: CallOptions = {};
+    for (const a of args) {
+      if (typeof a === "string") rules.push(a);
+      else if (Array.isArray(a)) rules.push(...a);
+      else opts = a;
+    }
     const p = await this.get(opts);
-    const deny = [...new Set([...(p.deny ?? []), ...[hosts].flat()])];
-    return this.set({ ...p, deny }, opts);
+    return this.set({ ...p, [list]: [...new Set([...(p[list] ?? []), ...rules])] }, opts);
   }
 
   /** The latest names and connections the policy refused, oldest first. */

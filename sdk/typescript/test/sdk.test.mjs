@@ -416,7 +416,7 @@ describe("network and ports", () => {
       assert.equal((await s.network.get()).mode, "none");
       assert.deepEqual(await s.network.denials(), []);
       await assert.rejects(s.network.set({ mode: "open" }), ConflictError);
-      await assert.rejects(s.network.allow("example.com"), ConflictError);
+      await assert.rejects(s.network.allow(["example.com"]), ConflictError);
     } finally {
       await s.delete();
     }
@@ -432,7 +432,7 @@ describe("network and ports", () => {
       assert.equal(await resolve("allowed.test"), "yes");
       assert.equal(await resolve("other.test"), "no");
       assert.ok((await s.network.denials()).some((d) => d.host.startsWith("other.test")), "the refused name is in the denials");
-      let p = await s.network.allow(["other.test", "allowed.test"]);
+      let p = await s.network.allow("other.test", "allowed.test", { signal: AbortSignal.timeout(10000) });
       assert.deepEqual([...p.allow].sort(), ["allowed.test", "other.test"]);
       assert.equal(await resolve("other.test"), "yes", "allowed live, without a restart");
       p = await s.network.deny("other.test");
