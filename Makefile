@@ -45,12 +45,13 @@ run: build
 # test/summary prints what go test prints, then every skipped test with its
 # reason, so that a skip never reads as a pass.
 # The tests that drive the daemon with third-party clients from npm: the
-# official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node), and
-# a client generated from the served OpenAPI document (test/openapi-ts),
-# and the web console in Debian's chromium driven by playwright-core
-# (test/console). Their packages are installed exactly as each lockfile
+# official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node), a
+# client generated from the served OpenAPI document (test/openapi-ts), the
+# web console in Debian's chromium driven by playwright-core (test/console),
+# and warren's own TypeScript SDK with the agent frameworks it plugs into
+# (sdk/typescript). Their packages are installed exactly as each lockfile
 # pins them.
-NPM_TESTS := test/mcp-node test/openapi-ts test/console
+NPM_TESTS := test/mcp-node test/openapi-ts test/console sdk/typescript
 
 test: agent
 	@for d in $(NPM_TESTS); do \
