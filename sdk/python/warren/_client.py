@@ -33,12 +33,20 @@ Data = Union[bytes, bytearray, str, IO[bytes]]
 MAX_RECONNECTS = 8
 
 
+# The CLI's names (WARREN_ADDR, WARREN_TOKEN) count too, after the SDKs' own,
+# so that a shell set up for `warren` works for a script as well; the
+# TypeScript SDK reads the same names in the same order.
 def _env_url() -> str:
-    return os.environ.get("WARREN_URL", "http://127.0.0.1:7433")
+    return os.environ.get("WARREN_URL") or os.environ.get("WARREN_ADDR") or "http://127.0.0.1:7433"
 
 
 def _env_key() -> str:
-    return os.environ.get("WARREN_API_KEY", "") or os.environ.get("WARREN_KEY", "")
+    return (
+        os.environ.get("WARREN_API_KEY")
+        or os.environ.get("WARREN_KEY")
+        or os.environ.get("WARREN_TOKEN")
+        or ""
+    )
 
 
 def new_id() -> str:
