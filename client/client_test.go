@@ -654,3 +654,19 @@ func TestFileBodyHasLength(t *testing.T) {
 		t.Errorf("Content-Length %d, Transfer-Encoding %q, size %d; want 8, none, 8", length, transfer, got.Size)
 	}
 }
+
+// An error carries the daemon's request id, the key to its logs.
+func TestErrorRequestID(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-ID", "req-123")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"session \"x\" not found"}}`))
+	}))
+	defer srv.Close()
+	_, err := New(srv.URL).GetSession(context.Background(), "x")
+	var e *Error
+	if !errors.As(err, &e) || e.RequestID != "req-123" || e.Code != "not_found" {
+		t.Fatalf("got %#v", err)
+	}
+}

@@ -28,6 +28,11 @@ type Error struct {
 	// RetryAfter is how long the daemon asked the client to wait before
 	// retrying (the Retry-After header), or 0.
 	RetryAfter time.Duration
+	// RequestID is the daemon's id of the request (the X-Request-ID
+	// header), the key to its access log and audit record; "" when the
+	// answer came from something in front of the daemon. The Python and
+	// TypeScript SDKs carry it too (docs/SDK.md).
+	RequestID string
 }
 
 // Error returns "code: message".
@@ -63,6 +68,7 @@ func errorFromResponse(resp *http.Response) *Error {
 	e := &Error{
 		StatusCode: resp.StatusCode,
 		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		RequestID:  resp.Header.Get("X-Request-ID"),
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var env api.Error

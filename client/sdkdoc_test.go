@@ -46,7 +46,7 @@ func TestSDKTable(t *testing.T) {
 				continue // not a method name
 			}
 			switch name {
-			case "Error", "Code", "StatusCode", "Message", "RetryAfter", "ExpiresAt", "Write", "Read", "Resize",
+			case "Error", "Code", "StatusCode", "Message", "RetryAfter", "RequestID", "ExpiresAt", "Write", "Read", "Resize",
 				"ProcessID", "ExitCode", "Close":
 				continue // fields and methods of Error, Session and ShellConn, not of Client
 			}
