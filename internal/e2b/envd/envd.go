@@ -4,13 +4,28 @@
 // session as they drive an E2B sandbox. It never authenticates: the caller
 // (the E2B facade's router) resolves the sandbox, checks the credentials and
 // puts the Target in the request's context.
+//
+// Commands are warren durable processes; the filesystem calls warren's
+// agent has (read, write) go through the manager, and the rest (owner
+// names, extended attributes, rename, inotify) through a small python3
+// program run in the sandbox (fshelper.py), as E2B's base template has
+// python3.
 package envd
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 
+	"connectrpc.com/connect"
+
+	"github.com/warrenhq/warren/internal/e2b/envd/gen/filesystem/filesystemconnect"
+	"github.com/warrenhq/warren/internal/e2b/envd/gen/process/processconnect"
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 )
 
@@ -52,6 +67,12 @@ type Server struct {
 	mgr *session.Manager
 	log *slog.Logger
 	mux *http.ServeMux
+
+	mu sync.Mutex
+	// sessions holds what envd adds to each session it has served: E2B
+	// pids and tags of processes, polling watchers, the users' homes.
+	// +checklocks:mu
+	sessions map[string]*sessionState
 }
 
 // New returns a Server.
@@ -60,18 +81,156 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{mgr: cfg.Manager, log: log, mux: http.NewServeMux()}
-	s.routes()
+	s := &Server{mgr: cfg.Manager, log: log, mux: http.NewServeMux(), sessions: map[string]*sessionState{}}
+	// The SDKs speak Connect with the JSON codec; connect-go serves the
+	// binary one and gRPC as well.
+	s.mux.Handle(processconnect.NewProcessHandler(&processService{s}))
+	s.mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{s}))
+	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.HandleFunc("GET /files", s.download)
+	s.mux.HandleFunc("POST /files", s.upload)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such envd route: "+r.Method+" "+r.URL.Path)
+	})
 	return s
 }
 
 // ServeHTTP serves envd's own paths (/health, /files, /process.Process/*,
 // /filesystem.Filesystem/*) with the facade's prefix already stripped and the
 // Target in the request's context, the caller having authenticated the
-// request. A request without a Target is answered 404, as for an unknown
-// sandbox.
+// request. A request without a Target is answered as for a sandbox that is
+// gone.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, ok := TargetFrom(r.Context()); !ok {
+		writeError(w, http.StatusBadGateway, "no sandbox named in the request")
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *Server) routes() {}
+// Forget drops what the server keeps for a session (its E2B pids, tags and
+// watchers); the control plane calls it when the sandbox is killed. Entries
+// of sessions that end otherwise are dropped the next time the server
+// prunes (see prune).
+func (s *Server) Forget(sessionID string) {
+	s.mu.Lock()
+	st := s.sessions[sessionID]
+	delete(s.sessions, sessionID)
+	s.mu.Unlock()
+	if st != nil {
+		st.closeWatchers()
+	}
+}
+
+// health answers 204 while the session lives and 502 once it is gone: the
+// SDK reads a 502 as "the sandbox was killed" after a broken stream.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	t, _ := TargetFrom(r.Context())
+	if _, err := s.mgr.Get(r.Context(), t.Tenant, t.Session); err != nil {
+		writeError(w, http.StatusBadGateway, "sandbox "+t.Session+" is not running")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// userOf returns the user a request acts as: the one named by its
+// Authorization header (Basic base64("user:"), as E2B's SDKs send it), else
+// the sandbox's default user.
+func userOf(t Target, h http.Header) (string, error) {
+	user := defaultUser(t)
+	auth := h.Get("Authorization")
+	if auth == "" {
+		return user, nil
+	}
+	scheme, cred, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return "", errdefs.New(errdefs.ErrUnauthenticated, "the Authorization header must be Basic base64(user:)")
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return "", errdefs.New(errdefs.ErrUnauthenticated, "the Authorization header is not valid base64")
+	}
+	name, _, _ := strings.Cut(string(raw), ":")
+	if name == "" {
+		return user, nil
+	}
+	if err := checkUserName(name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+func defaultUser(t Target) string {
+	if t.User == "" {
+		return "root"
+	}
+	return t.User
+}
+
+// checkUserName admits the names useradd does, so that a name never reads
+// as an option of sudo.
+func checkUserName(name string) error {
+	if len(name) > 32 || name[0] == '-' {
+		return errdefs.New(errdefs.ErrUnauthenticated, "invalid user name %q", name)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == '$') {
+			return errdefs.New(errdefs.ErrUnauthenticated, "invalid user name %q", name)
+		}
+	}
+	return nil
+}
+
+// connectCodes maps warren's error classes to Connect codes, the way E2B's
+// SDKs read them (not_found: FileNotFoundError for files, a missing
+// process for commands; unavailable: the sandbox is gone).
+var connectCodes = map[*errdefs.Class]connect.Code{
+	errdefs.ErrInvalidArgument:   connect.CodeInvalidArgument,
+	errdefs.ErrUnauthenticated:   connect.CodeUnauthenticated,
+	errdefs.ErrPermissionDenied:  connect.CodePermissionDenied,
+	errdefs.ErrNotFound:          connect.CodeNotFound,
+	errdefs.ErrConflict:          connect.CodeFailedPrecondition,
+	errdefs.ErrTooLarge:          connect.CodeResourceExhausted,
+	errdefs.ErrResourceExhausted: connect.CodeResourceExhausted,
+	errdefs.ErrUnavailable:       connect.CodeUnavailable,
+	errdefs.ErrInternal:          connect.CodeInternal,
+	errdefs.ErrCanceled:          connect.CodeCanceled,
+}
+
+// rpcErr turns an error of the manager into a Connect error. A session that
+// is gone is unavailable (what E2B's proxy answers for a dead sandbox), not
+// the not_found of a missing file or process.
+func (s *Server) rpcErr(ctx context.Context, t Target, err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return connect.NewError(connect.CodeCanceled, err)
+	}
+	if errdefs.Is(err, errdefs.ErrNotFound) && s.gone(ctx, t) {
+		return connect.NewError(connect.CodeUnavailable, errors.New("sandbox "+t.Session+" is not running"))
+	}
+	code, ok := connectCodes[errdefs.ClassOf(err)]
+	if !ok {
+		code = connect.CodeInternal
+	}
+	return connect.NewError(code, err)
+}
+
+// gone says whether the target's session has ended.
+func (s *Server) gone(ctx context.Context, t Target) bool {
+	_, err := s.mgr.Get(context.WithoutCancel(ctx), t.Tenant, t.Session)
+	return errdefs.Is(err, errdefs.ErrNotFound)
+}
+
+func target(ctx context.Context) (Target, error) {
+	t, ok := TargetFrom(ctx)
+	if !ok {
+		return t, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox named in the request"))
+	}
+	return t, nil
+}
