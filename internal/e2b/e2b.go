@@ -115,9 +115,19 @@ func loadSecret(file string) ([]byte, error) {
 	return b, nil
 }
 
-// Mount serves the facade at Prefix on mux.
+// Mount serves the facade at Prefix on mux, and signed file URLs at
+// /files: the SDK makes those from the sandbox URL's origin, dropping its
+// path (new URL("/files", E2B_SANDBOX_URL)).
 func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle(Prefix+"/", http.StripPrefix(Prefix, s))
+	mux.HandleFunc("/files", func(w http.ResponseWriter, r *http.Request) {
+		if !r.URL.Query().Has("signature") {
+			writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound,
+				Message: "/files serves the E2B SDK's signed file URLs only; envd is at " + Prefix + "/files"})
+			return
+		}
+		s.ServeHTTP(w, r)
+	})
 }
 
 // Hosts sends requests for envd's host, 49983-<id>.<preview domain>, to

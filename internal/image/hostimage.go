@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // HostImage describes an image built like the base image (the host's /usr
@@ -49,16 +51,39 @@ func (s *Store) EnsureHostImage(name string, h HostImage) (*Image, error) {
 	}
 	home := "/home/" + h.User
 	id := strconv.Itoa(uid)
+	// The skeleton's own user of this uid ("sandbox", 1000) gives way:
+	// one name per uid, or ls and stat would name the other.
+	var gone []string
+	if b, err := os.ReadFile(filepath.Join(rootfs, "etc", "passwd")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Split(l, ":"); len(f) > 3 && (f[2] == id || f[3] == id) {
+				gone = append(gone, f[0])
+			}
+		}
+	}
 	appendTo := func(file, line string) error {
-		f, err := os.OpenFile(filepath.Join(rootfs, "etc", file), os.O_WRONLY|os.O_APPEND, 0)
+		p := filepath.Join(rootfs, "etc", file)
+		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		_, err = f.WriteString(line)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		var keep []string
+		for _, l := range strings.SplitAfter(string(b), "\n") {
+			name, _, _ := strings.Cut(l, ":")
+			if l != "" && !slices.Contains(gone, name) {
+				keep = append(keep, l)
+			}
 		}
-		return err
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		return writeNew(p, strings.Join(keep, "")+line, fi.Mode().Perm())
+	}
+	for _, u := range gone {
+		if err := os.RemoveAll(filepath.Join(rootfs, "home", u)); err != nil {
+			return nil, fmt.Errorf("build image %q: %w", name, err)
+		}
 	}
 	sudoGroup := ""
 	if h.Sudo {
