@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -74,6 +75,16 @@ func TestConformance(t *testing.T) {
 	dir := kit(t)
 	if _, err := exec.LookPath("npm"); err != nil {
 		t.Skip("needs npm and node 20.19 or later (.ci/run installs them) to run E2B's SDK tests")
+	}
+	// The kit's vitest needs node 20.19; Debian 12's own nodejs is 18.
+	v, err := exec.Command("node", "--version").Output()
+	if err != nil {
+		t.Skipf("needs node 20.19 or later to run E2B's SDK tests: %v", err)
+	}
+	var major, minor int
+	fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(string(v)), "v"), "%d.%d", &major, &minor)
+	if major < 20 || (major == 20 && minor < 19) {
+		t.Skipf("the kit's vitest needs node 20.19 or later; this is %s", strings.TrimSpace(string(v)))
 	}
 	h := daemontest.Start(t, func(c *config.Config) {
 		// The kit runs several files at once, each creating sandboxes.
