@@ -182,7 +182,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	labels[labelEnd] = end.UTC().Format(time.RFC3339Nano)
 	info, err = s.mgr.Amend(ctx, tenant, id, session.Amendment{Labels: labels, ExpiresAt: end})
 	if err != nil {
-		s.mgr.Delete(context.WithoutCancel(ctx), tenant, id)
+		// The caller gets the error; a sandbox without its records
+		// must not live on unseen by E2B's API.
+		if derr := s.mgr.Delete(context.WithoutCancel(ctx), tenant, id); derr != nil {
+			s.log.Warn("e2b: delete a sandbox whose create failed", "tenant", tenant, "session_id", id, "error", derr)
+		}
 		s.writeError(w, r, err)
 		return
 	}

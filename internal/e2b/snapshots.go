@@ -192,7 +192,9 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		labels[labelEnd] = end.UTC().Format(time.RFC3339Nano)
 		info, err := s.mgr.Amend(ctx, rec.Tenant, f.ID, session.Amendment{Labels: labels, ExpiresAt: end})
 		if err != nil {
-			s.mgr.Delete(context.WithoutCancel(ctx), rec.Tenant, f.ID)
+			if derr := s.mgr.Delete(context.WithoutCancel(ctx), rec.Tenant, f.ID); derr != nil {
+				s.log.Warn("e2b: delete a fork whose records failed", "tenant", rec.Tenant, "session_id", f.ID, "error", derr)
+			}
 			st := edge.StatusOf(edge.ClassOf(ctx, err))
 			out = append(out, forkResult{Error: &apiError{Code: st, Message: err.Error()}})
 			continue

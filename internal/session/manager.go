@@ -1019,8 +1019,9 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 	start := time.Now()
 	var derr error
 	if f, ok := e.sb.(freezer); ok && rec.Paused() {
-		// Frozen processes die only once thawed (pause.go).
-		f.Thaw()
+		// Frozen processes die only once thawed (pause.go); the kill
+		// that follows thaws as well, so a failure here only costs time.
+		_ = f.Thaw()
 	}
 	if e.sb != nil {
 		derr = e.sb.Destroy(dctx)

@@ -51,7 +51,12 @@ func (m *Manager) Pause(ctx context.Context, tenant, id string) (err error) {
 		return m.sandboxErr(e, id, err)
 	}
 	if err := m.setLabels(ctx, e, map[string]string{PausedLabel: time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
-		f.Thaw()
+		// The pause failed: the processes run on, or stay frozen with
+		// a label that says otherwise if the thaw fails too, which the
+		// log tells.
+		if terr := f.Thaw(); terr != nil {
+			m.logFor(ctx).Error("thaw a session whose pause failed", "session_id", id, "tenant", tenant, "error", terr)
+		}
 		return err
 	}
 	return nil
