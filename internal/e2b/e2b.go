@@ -202,6 +202,8 @@ func (s *Server) routes() {
 	h("POST /sandboxes/{id}/refreshes", "e2b refresh sandbox", s.refresh)
 	h("POST /sandboxes/{id}/pause", "e2b pause sandbox", s.pause)
 	h("GET /sandboxes/{id}/metrics", "", s.metrics)
+	h("GET /sandboxes/{id}/logs", "", s.logsV1)
+	h("GET /v2/sandboxes/{id}/logs", "", s.logsV2)
 	h("POST /sandboxes/{id}/snapshots", "e2b create snapshot", s.createSnapshot)
 	h("POST /sandboxes/{id}/fork", "e2b fork sandbox", s.fork)
 	h("GET /snapshots", "", s.listSnapshots)

@@ -103,6 +103,22 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("connect to a running sandbox: %d, want 200", st)
 	}
 
+	// Its logs are its audit trail.
+	var logs struct {
+		Logs []struct{ Message string }
+	}
+	if st := call(t, h, key, "GET", "/v2/sandboxes/"+sb.SandboxID+"/logs", "", &logs); st != 200 {
+		t.Fatalf("logs: %d", st)
+	}
+	var ops []string
+	for _, l := range logs.Logs {
+		ops = append(ops, l.Message)
+	}
+	if got := strings.Join(ops, "|"); !strings.Contains(got, "e2b create sandbox: ok") || !strings.Contains(got, "e2b pause sandbox: ok") ||
+		!strings.Contains(got, "e2b pause sandbox: conflict") || !strings.Contains(got, "e2b connect sandbox: ok") {
+		t.Fatalf("logs: %s", got)
+	}
+
 	// onTimeout pause.
 	var auto struct{ SandboxID string }
 	call(t, h, key, "POST", "/sandboxes", `{"templateID":"base","timeout":1,"autoPause":true}`, &auto)
