@@ -29,10 +29,12 @@ run: build
 # test/summary prints what go test prints, then every skipped test with its
 # reason, so that a skip never reads as a pass.
 # The tests that drive the daemon with third-party clients from npm: the
-# official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node), and
-# a client generated from the served OpenAPI document (test/openapi-ts).
+# official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node),
+# a client generated from the served OpenAPI document (test/openapi-ts), and
+# the Vercel AI SDK with E2B's SDK (test/e2b; E2B's own tests come from the
+# conformance kit, which installs its own).
 # Their packages are installed exactly as each lockfile pins them.
-NPM_TESTS := test/mcp-node test/openapi-ts
+NPM_TESTS := test/mcp-node test/openapi-ts test/e2b
 
 test: agent
 	@for d in $(NPM_TESTS); do \
