@@ -4,7 +4,7 @@ BIN     := bin/warren
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/warrenhq/warren/internal/daemon.Version=$(VERSION)
 
-.PHONY: build agent run test test-short bench vet lint fmt doctor vm-test clean proto
+.PHONY: build agent run test test-short bench vet lint fmt doctor vm-test clean proto e2b-proto
 
 # A static binary: no cgo, nothing to install next to it.
 build: agent
@@ -74,6 +74,17 @@ proto:
 		api/gen/warren/v1/warren.pb.go \
 		api/gen/warren/v1/warrenv1connect/warren.connect.go \
 		api/gen/warren/v1/warrenv1grpc/warren_grpc.pb.go > $(PROTO_SUMS)
+
+# The same for the E2B envd schemas (internal/e2b/envd/proto: E2B's wire
+# names, so buf's lint rules do not apply), with their own buf.gen.yaml.
+E2B_PROTO := internal/e2b/envd
+e2b-proto:
+	cd $(E2B_PROTO) && $(GO) tool -modfile=../../../tools/go.mod buf generate
+	sha256sum $(E2B_PROTO)/proto/process/process.proto $(E2B_PROTO)/proto/filesystem/filesystem.proto \
+		$(E2B_PROTO)/buf.yaml $(E2B_PROTO)/buf.gen.yaml tools/go.mod \
+		$(E2B_PROTO)/gen/process/process.pb.go $(E2B_PROTO)/gen/process/processconnect/process.connect.go \
+		$(E2B_PROTO)/gen/filesystem/filesystem.pb.go $(E2B_PROTO)/gen/filesystem/filesystemconnect/filesystem.connect.go \
+		> $(E2B_PROTO)/gen/generated.sha256
 
 doctor: build
 	./$(BIN) doctor

@@ -264,26 +264,6 @@ def op_watch(user, p, recursive, include):
     wds = {}
     known = set()
 
-    def add(d):
-        wd = libc.inotify_add_watch(fd, os.fsencode(d), mask)
-        if wd < 0:
-            if d == p:
-                raise Fail("internal", "inotify_add_watch %s: %s" % (d, os.strerror(ctypes.get_errno())))
-            return
-        wds[wd] = d
-        try:
-            names = os.listdir(d)
-        except OSError:
-            return
-        for n in names:
-            c = os.path.join(d, n)
-            known.add(c)
-            if recursive and os.path.isdir(c) and not os.path.islink(c):
-                add(c)
-
-    add(p)
-    emit({"start": True})
-
     def event(kind, path):
         ev = {"name": os.path.relpath(path, p), "type": kind}
         if include:
@@ -292,6 +272,33 @@ def op_watch(user, p, recursive, include):
             except OSError:
                 pass
         emit(ev)
+
+
+    def add(d, late=False):
+        # late: d appeared while watching; what it already holds was
+        # created before its watch could see it, and is reported so.
+        wd = libc.inotify_add_watch(fd, os.fsencode(d), mask)
+        if wd < 0:
+            if d == p:
+                raise Fail("internal", "inotify_add_watch %s: %s" % (d, os.strerror(ctypes.get_errno())))
+            return
+        wds[wd] = d
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            return
+        for n in names:
+            c = os.path.join(d, n)
+            if c in known:
+                continue
+            known.add(c)
+            if late:
+                event("create", c)
+            if recursive and os.path.isdir(c) and not os.path.islink(c):
+                add(c, late)
+
+    add(p)
+    emit({"start": True})
 
     # The agent writes an upload to a hidden temporary file and renames it
     # over the target: that rename is reported as the write it stands for.
@@ -333,7 +340,7 @@ def op_watch(user, p, recursive, include):
                 known.add(path)
                 event("create", path)
                 if recursive and m & IN_ISDIR:
-                    add(path)
+                    add(path, True)
             elif m & IN_MODIFY:
                 event("write", path)
             elif m & IN_ATTRIB:

@@ -139,7 +139,10 @@ func (s *Server) follow(ctx context.Context, t Target, ps *procState, offset int
 	})
 	stop()
 	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The client's deadline (Connect-Timeout-Ms): the request may end
+		// by the client's own timer closing the connection a moment
+		// before the server's fires, so the clock decides.
+		if d, ok := ctx.Deadline(); ok && ctx.Err() != nil && time.Until(d) < 250*time.Millisecond {
 			// The command's own timeout: it ends with its stream.
 			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			s.mgr.SignalProcess(kctx, t.Tenant, t.Session, ps.id, int(syscall.SIGKILL))
