@@ -222,7 +222,8 @@ func (s *Server) routes() {
 func (s *Server) admit(pattern, op string, f func(w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		edge.SetRoute(r.Context(), Prefix+" "+pattern)
+		method, path, _ := strings.Cut(pattern, " ")
+		edge.SetRoute(r.Context(), method+" "+Prefix+path)
 		ar, err := withWarrenKey(r)
 		if err != nil {
 			s.writeError(w, r, err)

@@ -37,7 +37,7 @@ import (
 // does; a paused one created with autoResume wakes up.
 func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 	start := time.Now()
-	edge.SetRoute(r.Context(), Prefix+" envd")
+	edge.SetRoute(r.Context(), r.Method+" "+Prefix+" envd "+r.URL.Path)
 	rec, status, msg := s.envdSession(r, id)
 	if rec == nil {
 		if status == http.StatusBadGateway {
