@@ -100,7 +100,10 @@ func (s *Server) ensureBase() error {
 	s.baseMu.Lock()
 	defer s.baseMu.Unlock()
 	if s.baseOK {
-		return nil
+		if _, err := s.images.Get(BaseImage); err == nil {
+			return nil
+		}
+		// Removed meanwhile (warren image rm): build it again.
 	}
 	if _, err := s.images.EnsureHostImage(BaseImage, image.HostImage{User: "user", UID: 1000, Sudo: true}); err != nil {
 		return errdefs.New(errdefs.ErrUnavailable, "build the %q image of E2B's base template: %v", BaseImage, err)
