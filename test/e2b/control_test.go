@@ -183,3 +183,55 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvdHost checks envd's other address, the host
+// 49983-<id>.<preview_domain>, and that envd traffic needs the sandbox's
+// token: none is 401, another sandbox's is 401, an unknown sandbox is 502.
+func TestEnvdHost(t *testing.T) {
+	h := daemontest.Start(t, func(c *config.Config) { c.PreviewDomain = "sb.test" })
+	key := e2bKey(t, h)
+	var a, b struct {
+		SandboxID, EnvdAccessToken string
+		Domain                     *string
+	}
+	call(t, h, key, "POST", "/sandboxes", `{"timeout":60}`, &a)
+	call(t, h, key, "POST", "/sandboxes", `{"timeout":60}`, &b)
+	if a.Domain == nil || *a.Domain != "sb.test" {
+		t.Fatalf("create answered domain %v, want sb.test", a.Domain)
+	}
+	health := func(host, id, token string) int {
+		req, _ := http.NewRequest("GET", h.URL+"/e2b/health", nil)
+		if host != "" {
+			req, _ = http.NewRequest("GET", h.URL+"/health", nil)
+			req.Host = host
+		}
+		if id != "" {
+			req.Header.Set("E2b-Sandbox-Id", id)
+		}
+		if token != "" {
+			req.Header.Set("X-Access-Token", token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		host, id, token string
+		want            int
+	}{
+		{"49983-" + a.SandboxID + ".sb.test", "", a.EnvdAccessToken, 204},
+		{"49983-" + a.SandboxID + ".sb.test:7433", "", a.EnvdAccessToken, 204},
+		{"49983-" + a.SandboxID + ".sb.test", "", b.EnvdAccessToken, 401},
+		{"", a.SandboxID, a.EnvdAccessToken, 204},
+		{"", a.SandboxID, b.EnvdAccessToken, 401},
+		{"", a.SandboxID, "", 401},
+		{"", "nope", a.EnvdAccessToken, 502},
+	} {
+		if got := health(c.host, c.id, c.token); got != c.want {
+			t.Errorf("host %q id %q: %d, want %d", c.host, c.id, got, c.want)
+		}
+	}
+}
