@@ -52,6 +52,9 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	argv := append([]string{cfg.Cmd}, cfg.Args...)
 	env := cfg.Envs
 	if user != defaultUser(t) {
+		if err := switchable(t, user); err != nil {
+			return s.rpcErr(ctx, t, err)
+		}
 		argv, env = asUser(user, env, argv)
 	}
 	cwd := cfg.GetCwd()
@@ -151,6 +154,14 @@ func (s *Server) follow(ctx context.Context, t Target, ps *procState, offset int
 		}
 		if ctx.Err() != nil {
 			return s.rpcErr(ctx, t, ctx.Err())
+		}
+		if s.gone(ctx, t) {
+			// The sandbox died under the stream. E2B's SDKs tell that from
+			// a network failure by a stream cut short followed by /health
+			// answering 502, and then say so ("the sandbox was killed");
+			// an error at the end of the stream would read as a missing
+			// process. Abort the response.
+			panic(http.ErrAbortHandler)
 		}
 		return s.rpcErr(ctx, t, err)
 	}
@@ -386,9 +397,8 @@ func (p *processService) CloseStdin(ctx context.Context, req *connect.Request[pr
 	return connect.NewResponse(&process.CloseStdinResponse{}), nil
 }
 
-// asUser runs argv as another user of the sandbox through sudo (E2B's base
-// template gives its user passwordless sudo), passing env through env(1)
-// since sudo resets the environment.
+// asUser runs argv as another user of a session that runs as root, through
+// sudo, passing env through env(1) since sudo resets the environment.
 func asUser(user string, env map[string]string, argv []string) ([]string, map[string]string) {
 	out := []string{"sudo", "-n", "-H", "-u", user, "--", "env", "--"}
 	for k, v := range env {
