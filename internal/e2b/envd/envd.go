@@ -231,15 +231,12 @@ func (s *Server) gone(ctx context.Context, t Target) bool {
 	return info.State == session.StateDeleting || info.State == session.StateFailed
 }
 
-// switchable says whether work can run as user in the target's session:
-// as its own user, or as anyone from a session that runs as root (through
+// canSwitch says whether work can run as user in the target's session: as
+// its own user, or as anyone from a session that runs as root (through
 // sudo). warren's sandboxes run with no_new_privs, so a session of another
-// user cannot become root or anyone else.
-func switchable(t Target, user string) error {
-	if user == defaultUser(t) || defaultUser(t) == "root" {
-		return nil
-	}
-	return errdefs.New(errdefs.ErrPermissionDenied, "this sandbox runs as %q and cannot act as %q: warren's sandboxes run with no_new_privs, so neither sudo nor another user works (see docs/E2B.md)", defaultUser(t), user)
+// user can become neither root nor anyone else.
+func canSwitch(t Target, user string) bool {
+	return user == defaultUser(t) || defaultUser(t) == "root"
 }
 
 func target(ctx context.Context) (Target, error) {

@@ -270,7 +270,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		// (so an overwrite drops the old metadata); metadata and another
 		// owner take one helper call. A session that cannot switch users
 		// leaves the file its own user's, root's writes included.
-		own := user != defaultUser(t) && switchable(t, user) == nil
+		own := user != defaultUser(t) && canSwitch(t, user)
 		if len(md) > 0 || own {
 			spec, _ := json.Marshal(md)
 			var he helperEntry

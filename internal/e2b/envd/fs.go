@@ -82,7 +82,7 @@ type helperError struct {
 // the session's own user, with user's home for relative paths.
 func helperArgv(t Target, user, op string, args ...string) []string {
 	argv := append([]string{"python3", "-c", fsHelper, op, user}, args...)
-	if user != defaultUser(t) && defaultUser(t) == "root" {
+	if user != defaultUser(t) && canSwitch(t, user) {
 		argv = append([]string{"sudo", "-n", "-H", "-u", user, "--"}, argv...)
 	}
 	return argv

@@ -52,9 +52,10 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	argv := append([]string{cfg.Cmd}, cfg.Args...)
 	env := cfg.Envs
 	if user != defaultUser(t) {
-		if err := switchable(t, user); err != nil {
-			return s.rpcErr(ctx, t, err)
-		}
+		// Through sudo, whether or not it can switch: in a session of a
+		// user other than root, no_new_privs stops it, and the command
+		// fails the way it would in the sandbox, sudo saying why on
+		// stderr (E2B's SDK reads a failed start as CommandExitError).
 		argv, env = asUser(user, env, argv)
 	}
 	cwd := cfg.GetCwd()
@@ -72,6 +73,10 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	}
 	info, err := s.mgr.StartProcess(ctx, t.Tenant, t.Session, sreq)
 	if err != nil {
+		if user != defaultUser(t) && !canSwitch(t, user) && !s.gone(ctx, t) {
+			// The image's sudo could not even start.
+			return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this sandbox runs as %q and cannot run commands as %q: warren's sandboxes run with no_new_privs, so sudo cannot switch users (%v)", defaultUser(t), user, err))
+		}
 		return s.rpcErr(ctx, t, err)
 	}
 	ps := s.state(t).register(info.ID, info.Pid, cfg, req.Msg.GetTag())
@@ -397,8 +402,9 @@ func (p *processService) CloseStdin(ctx context.Context, req *connect.Request[pr
 	return connect.NewResponse(&process.CloseStdinResponse{}), nil
 }
 
-// asUser runs argv as another user of a session that runs as root, through
-// sudo, passing env through env(1) since sudo resets the environment.
+// asUser runs argv as another user through sudo, passing env through env(1)
+// since sudo resets the environment. sudo works from a session that runs as
+// root; from any other, no_new_privs makes it fail.
 func asUser(user string, env map[string]string, argv []string) ([]string, map[string]string) {
 	out := []string{"sudo", "-n", "-H", "-u", user, "--", "env", "--"}
 	for k, v := range env {
