@@ -761,10 +761,9 @@ func TestOtherUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Either sudo runs and fails (no_new_privs), or it cannot even start
-	// (an image whose sudo the user may not execute): never a command run
-	// as the wrong user, never an internal error.
-	if r := drain[*process.StartResponse](s); r.stdout != "" || (code(r.err) != connect.CodePermissionDenied && (r.end == nil || r.end.ExitCode == 0)) {
+	// The command fails as one that may not run, saying why: never run as
+	// the wrong user, never an internal error.
+	if r := drain[*process.StartResponse](s); r.stdout != "" || r.end.GetExitCode() != 126 || !strings.Contains(r.stderr, "no_new_privs") {
 		t.Errorf("a command as root from a user's session: %+v (%v)", r, r.err)
 	}
 	// Files as root: relative to root's home, through the agent.

@@ -51,17 +51,23 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	}
 	argv := append([]string{cfg.Cmd}, cfg.Args...)
 	env := cfg.Envs
-	if user != defaultUser(t) {
-		// Through sudo, whether or not it can switch: in a session of a
-		// user other than root, no_new_privs stops it, and the command
-		// fails the way it would in the sandbox, sudo saying why on
-		// stderr (E2B's SDK reads a failed start as CommandExitError).
-		argv, env = asUser(user, env, argv)
-	}
 	cwd := cfg.GetCwd()
-	if cwd == "" {
+	if cwd == "" && canSwitch(t, user) {
 		// E2B runs commands in the user's home.
 		cwd = s.home(ctx, t, user)
+	}
+	switch {
+	case user == defaultUser(t):
+	case canSwitch(t, user):
+		argv, env = asUser(user, env, argv)
+	default:
+		// A session of a user other than root cannot become another:
+		// its processes run with no_new_privs, which stops sudo. The
+		// command fails as a command that may not run does (exit 126,
+		// the reason on stderr), so E2B's SDK reports it as it reports a
+		// failed command (CommandExitError) rather than a broken sandbox.
+		msg := fmt.Sprintf("warren: this sandbox runs as %q and cannot run commands as %q: its processes run with no_new_privs, so neither sudo nor another user is available (see docs/E2B.md)", defaultUser(t), user)
+		argv, env, cwd = []string{"/bin/sh", "-c", `printf '%s\n' "$1" >&2; exit 126`, "sh", msg}, nil, ""
 	}
 	sreq := &session.StartProcessRequest{Argv: argv, Env: env, Cwd: cwd, Stdin: req.Msg.Stdin == nil || req.Msg.GetStdin()}
 	if pty := req.Msg.GetPty(); pty != nil {
@@ -73,10 +79,6 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	}
 	info, err := s.mgr.StartProcess(ctx, t.Tenant, t.Session, sreq)
 	if err != nil {
-		if user != defaultUser(t) && !canSwitch(t, user) && !s.gone(ctx, t) {
-			// The image's sudo could not even start.
-			return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this sandbox runs as %q and cannot run commands as %q: warren's sandboxes run with no_new_privs, so sudo cannot switch users (%v)", defaultUser(t), user, err))
-		}
 		return s.rpcErr(ctx, t, err)
 	}
 	ps := s.state(t).register(info.ID, info.Pid, cfg, req.Msg.GetTag())
