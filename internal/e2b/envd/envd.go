@@ -126,7 +126,8 @@ func (s *Server) Forget(sessionID string) {
 // SDK reads a 502 as "the sandbox was killed" after a broken stream.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	t, _ := TargetFrom(r.Context())
-	if _, err := s.mgr.Get(r.Context(), t.Tenant, t.Session); err != nil {
+	info, err := s.mgr.Get(r.Context(), t.Tenant, t.Session)
+	if err != nil || info.State != session.StateRunning || info.Paused() {
 		writeError(w, http.StatusBadGateway, "sandbox "+t.Session+" is not running")
 		return
 	}
@@ -221,10 +222,21 @@ func (s *Server) rpcErr(ctx context.Context, t Target, err error) error {
 	return connect.NewError(code, err)
 }
 
-// gone says whether the target's session has ended.
+// gone says whether the target's session has ended or is ending.
 func (s *Server) gone(ctx context.Context, t Target) bool {
-	_, err := s.mgr.Get(context.WithoutCancel(ctx), t.Tenant, t.Session)
-	return errdefs.Is(err, errdefs.ErrNotFound)
+	info, err := s.mgr.Get(context.WithoutCancel(ctx), t.Tenant, t.Session)
+	if err != nil {
+		return errdefs.Is(err, errdefs.ErrNotFound)
+	}
+	return info.State == session.StateDeleting || info.State == session.StateFailed
+}
+
+// canSwitch says whether work can run as user in the target's session: as
+// its own user, or as anyone from a session that runs as root (through
+// sudo). warren's sandboxes run with no_new_privs, so a session of another
+// user can become neither root nor anyone else.
+func canSwitch(t Target, user string) bool {
+	return user == defaultUser(t) || defaultUser(t) == "root"
 }
 
 func target(ctx context.Context) (Target, error) {

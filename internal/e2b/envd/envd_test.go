@@ -46,16 +46,19 @@ type env struct {
 	fs   filesystemconnect.FilesystemClient
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, user string) *env {
 	t.Helper()
 	h := daemontest.Start(t, nil)
 	mgr := h.Daemon.Manager()
 	ctx := context.Background()
-	info, _, err := mgr.Create(ctx, "default", &session.CreateRequest{})
+	info, _, err := mgr.Create(ctx, "default", &session.CreateRequest{User: user})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt := envd.Target{Tenant: "default", Session: info.ID, User: "root"}
+	if user == "" {
+		user = "root"
+	}
+	tgt := envd.Target{Tenant: "default", Session: info.ID, User: user}
 	srv := envd.New(envd.Config{Manager: mgr})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		srv.ServeHTTP(w, r.WithContext(envd.WithTarget(r.Context(), tgt)))
@@ -151,7 +154,7 @@ func sel(pid uint32) *process.ProcessSelector {
 
 func TestEnvd(t *testing.T) {
 	testutil.RequiresRoot(t)
-	e := newEnv(t)
+	e := newEnv(t, "")
 	ctx := context.Background()
 	goroutines := runtime.NumGoroutine()
 
@@ -416,14 +419,17 @@ func TestEnvd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, err := range map[string]error{
-			"stat missing":   errOf(e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/root/work/a"}))),
-			"move missing":   errOf(e.fs.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: "/nope", Destination: "/nope2"}))),
-			"remove missing": errOf(e.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/nope"}))),
-			"list missing":   errOf(e.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "/nope"}))),
+			"stat missing": errOf(e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/root/work/a"}))),
+			"move missing": errOf(e.fs.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: "/nope", Destination: "/nope2"}))),
+			"list missing": errOf(e.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "/nope"}))),
 		} {
 			if code(err) != connect.CodeNotFound {
 				t.Errorf("%s: %v", name, err)
 			}
+		}
+		// Removing what is not there succeeds, as in E2B's envd.
+		if _, err := e.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/nope"})); err != nil {
+			t.Errorf("remove of a missing file: %v", err)
 		}
 		for name, err := range map[string]error{
 			"list a file":  errOf(e.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "/root/work/g.txt"}))),
@@ -620,8 +626,10 @@ func TestEnvd(t *testing.T) {
 		if err := e.mgr.Delete(ctx, e.tgt.Tenant, e.tgt.Session); err != nil {
 			t.Fatal(err)
 		}
+		// The stream is cut (as a dead sandbox's connection is), which
+		// the SDK tells apart from an error of the process.
 		r := drain[*process.StartResponse](s)
-		if r.err == nil {
+		if r.err == nil || code(r.err) == connect.CodeNotFound || r.end != nil {
 			t.Errorf("a stream outlived its session: %+v", r)
 		}
 		resp, err := http.Get(e.url + "/health")
@@ -727,4 +735,45 @@ func (e *env) download(t *testing.T, path string, gz bool) string {
 	}
 	b, _ := io.ReadAll(r)
 	return string(b)
+}
+
+// TestOtherUser: a session of a user other than root (the base image's
+// "sandbox"), as E2B's base template runs as "user": commands and relative
+// paths are the user's, and root, which no_new_privs keeps out of reach,
+// fails the way sudo fails in the sandbox, while root's file calls go
+// through warren's agent.
+func TestOtherUser(t *testing.T) {
+	testutil.RequiresRoot(t)
+	e := newEnv(t, "sandbox")
+	ctx := context.Background()
+	r := e.run(ctx, &process.StartRequest{Process: bash("id -un; pwd")})
+	if r.stdout != "sandbox\n/home/sandbox\n" {
+		t.Errorf("stdout %q end %+v", r.stdout, r.end)
+	}
+	e.upload(t, "rel.txt", "mine", nil)
+	st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "rel.txt"}))
+	if err != nil || st.Msg.Entry.Path != "/home/sandbox/rel.txt" || st.Msg.Entry.Owner != "sandbox" || st.Msg.Entry.Group != "sandbox" {
+		t.Errorf("stat: %v %v", st, err)
+	}
+	req := connect.NewRequest(&process.StartRequest{Process: bash("id -un")})
+	req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("root:")))
+	s, err := e.proc.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command fails as one that may not run, saying why: never run as
+	// the wrong user, never an internal error.
+	if r := drain[*process.StartResponse](s); r.stdout != "" || r.end.GetExitCode() != 126 || !strings.Contains(r.stderr, "no_new_privs") {
+		t.Errorf("a command as root from a user's session: %+v (%v)", r, r.err)
+	}
+	// Files as root: relative to root's home, through the agent.
+	var written []map[string]any
+	up, _ := http.NewRequest("POST", e.url+"/files?path=hello.txt&username=root", strings.NewReader("hello"))
+	up.Header.Set("Content-Type", "application/octet-stream")
+	if status := e.do(t, up, &written); status != 200 || len(written) != 1 || written[0]["path"] != "/root/hello.txt" {
+		t.Fatalf("upload as root: %d %v", status, written)
+	}
+	if got := e.download(t, "hello.txt&username=root", false); got != "hello" {
+		t.Errorf("download as root: %q", got)
+	}
 }

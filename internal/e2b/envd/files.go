@@ -111,7 +111,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		s.restErr(w, r, t, err)
 		return
 	}
-	if user != defaultUser(t) {
+	if user != defaultUser(t) && user != "root" {
 		// The agent reads as root; a user other than the sandbox's must
 		// be able to read the file itself.
 		var out struct{}
@@ -268,11 +268,13 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		e := uploadEntry{Name: path.Base(abs), Type: "file", Path: abs}
 		// The agent wrote the file as the sandbox's user, on a new inode
 		// (so an overwrite drops the old metadata); metadata and another
-		// owner take one helper call.
-		if len(md) > 0 || user != defaultUser(t) {
+		// owner take one helper call. A session that cannot switch users
+		// leaves the file its own user's, root's writes included.
+		own := user != defaultUser(t) && canSwitch(t, user)
+		if len(md) > 0 || own {
 			spec, _ := json.Marshal(md)
 			var he helperEntry
-			if err := s.helper(r.Context(), t, user, &he, "meta", abs, string(spec), "1"); err != nil {
+			if err := s.helper(r.Context(), t, user, &he, "meta", abs, string(spec), map[bool]string{true: "1", false: "0"}[own]); err != nil {
 				return err
 			}
 			e.Metadata = he.Metadata

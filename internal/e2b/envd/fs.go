@@ -77,10 +77,12 @@ type helperError struct {
 	} `json:"error"`
 }
 
-// helperArgv is the command line of one helper call as user.
+// helperArgv is the command line of one helper call for user: it runs as
+// user where the session can switch (a root session, through sudo), else as
+// the session's own user, with user's home for relative paths.
 func helperArgv(t Target, user, op string, args ...string) []string {
 	argv := append([]string{"python3", "-c", fsHelper, op, user}, args...)
-	if user != defaultUser(t) {
+	if user != defaultUser(t) && canSwitch(t, user) {
 		argv = append([]string{"sudo", "-n", "-H", "-u", user, "--"}, argv...)
 	}
 	return argv

@@ -183,9 +183,12 @@ def op_move(user, src, dst):
 
 
 def op_remove(user, p):
+    # As E2B's envd (os.RemoveAll): removing what is not there succeeds.
     p = resolve(user, p)
     try:
         st = os.lstat(p)
+    except FileNotFoundError:
+        return {}
     except OSError as e:
         raise oserr(e, p)
     try:

@@ -51,13 +51,23 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	}
 	argv := append([]string{cfg.Cmd}, cfg.Args...)
 	env := cfg.Envs
-	if user != defaultUser(t) {
-		argv, env = asUser(user, env, argv)
-	}
 	cwd := cfg.GetCwd()
-	if cwd == "" {
+	if cwd == "" && canSwitch(t, user) {
 		// E2B runs commands in the user's home.
 		cwd = s.home(ctx, t, user)
+	}
+	switch {
+	case user == defaultUser(t):
+	case canSwitch(t, user):
+		argv, env = asUser(user, env, argv)
+	default:
+		// A session of a user other than root cannot become another:
+		// its processes run with no_new_privs, which stops sudo. The
+		// command fails as a command that may not run does (exit 126,
+		// the reason on stderr), so E2B's SDK reports it as it reports a
+		// failed command (CommandExitError) rather than a broken sandbox.
+		msg := fmt.Sprintf("warren: this sandbox runs as %q and cannot run commands as %q: its processes run with no_new_privs, so neither sudo nor another user is available (see docs/E2B.md)", defaultUser(t), user)
+		argv, env, cwd = []string{"/bin/sh", "-c", `printf '%s\n' "$1" >&2; exit 126`, "sh", msg}, nil, ""
 	}
 	sreq := &session.StartProcessRequest{Argv: argv, Env: env, Cwd: cwd, Stdin: req.Msg.Stdin == nil || req.Msg.GetStdin()}
 	if pty := req.Msg.GetPty(); pty != nil {
@@ -151,6 +161,14 @@ func (s *Server) follow(ctx context.Context, t Target, ps *procState, offset int
 		}
 		if ctx.Err() != nil {
 			return s.rpcErr(ctx, t, ctx.Err())
+		}
+		if s.gone(ctx, t) {
+			// The sandbox died under the stream. E2B's SDKs tell that from
+			// a network failure by a stream cut short followed by /health
+			// answering 502, and then say so ("the sandbox was killed");
+			// an error at the end of the stream would read as a missing
+			// process. Abort the response.
+			panic(http.ErrAbortHandler)
 		}
 		return s.rpcErr(ctx, t, err)
 	}
@@ -386,9 +404,9 @@ func (p *processService) CloseStdin(ctx context.Context, req *connect.Request[pr
 	return connect.NewResponse(&process.CloseStdinResponse{}), nil
 }
 
-// asUser runs argv as another user of the sandbox through sudo (E2B's base
-// template gives its user passwordless sudo), passing env through env(1)
-// since sudo resets the environment.
+// asUser runs argv as another user through sudo, passing env through env(1)
+// since sudo resets the environment. sudo works from a session that runs as
+// root; from any other, no_new_privs makes it fail.
 func asUser(user string, env map[string]string, argv []string) ([]string, map[string]string) {
 	out := []string{"sudo", "-n", "-H", "-u", user, "--", "env", "--"}
 	for k, v := range env {
