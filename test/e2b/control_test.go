@@ -119,6 +119,19 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("logs: %s", got)
 	}
 
+	// The deprecated form, as the E2B CLI reads it: each line is JSON
+	// with a level and a logger.
+	var v1 struct {
+		Logs []struct{ Line string }
+	}
+	if st := call(t, h, key, "GET", "/sandboxes/"+sb.SandboxID+"/logs?start=0", "", &v1); st != 200 || len(v1.Logs) != len(logs.Logs) {
+		t.Fatalf("v1 logs: %d, %d lines for %d entries", st, len(v1.Logs), len(logs.Logs))
+	}
+	var line struct{ Level, Logger string }
+	if err := json.Unmarshal([]byte(v1.Logs[0].Line), &line); err != nil || line.Level != "info" || line.Logger != "warren.audit" {
+		t.Fatalf("v1 log line %q: %+v %v", v1.Logs[0].Line, line, err)
+	}
+
 	// onTimeout pause.
 	var auto struct{ SandboxID string }
 	call(t, h, key, "POST", "/sandboxes", `{"templateID":"base","timeout":1,"autoPause":true}`, &auto)
