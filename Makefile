@@ -4,7 +4,11 @@ BIN     := bin/warren
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/warrenhq/warren/internal/daemon.Version=$(VERSION)
 
-.PHONY: web build agent run test test-short bench vet lint fmt doctor vm-test clean proto
+<<<<<<< HEAD
+.PHONY: web build agent run test test-short bench vet lint fmt doctor vm-test clean proto e2b-proto
+=======
+.PHONY: build agent run test test-short bench vet lint fmt doctor vm-test clean proto e2b-proto
+>>>>>>> e2bcp
 
 # A static binary: no cgo, nothing to install next to it.
 build: agent
@@ -45,13 +49,23 @@ run: build
 # test/summary prints what go test prints, then every skipped test with its
 # reason, so that a skip never reads as a pass.
 # The tests that drive the daemon with third-party clients from npm: the
+<<<<<<< HEAD
 # official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node), a
 # client generated from the served OpenAPI document (test/openapi-ts), the
 # web console in Debian's chromium driven by playwright-core (test/console),
-# and warren's own TypeScript SDK with the agent frameworks it plugs into
-# (sdk/typescript). Their packages are installed exactly as each lockfile
-# pins them.
-NPM_TESTS := test/mcp-node test/openapi-ts test/console sdk/typescript
+# warren's own TypeScript SDK with the agent frameworks it plugs into
+# (sdk/typescript), and the Vercel AI SDK with E2B's SDK (test/e2b; E2B's
+# own tests come from the conformance kit, which installs its own). Their
+# packages are installed exactly as each lockfile pins them.
+NPM_TESTS := test/mcp-node test/openapi-ts test/console sdk/typescript test/e2b
+=======
+# official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node),
+# a client generated from the served OpenAPI document (test/openapi-ts), and
+# the Vercel AI SDK with E2B's SDK (test/e2b; E2B's own tests come from the
+# conformance kit, which installs its own).
+# Their packages are installed exactly as each lockfile pins them.
+NPM_TESTS := test/mcp-node test/openapi-ts test/e2b
+>>>>>>> e2bcp
 
 test: agent
 	@for d in $(NPM_TESTS); do \
@@ -99,6 +113,17 @@ proto:
 		api/gen/warren/v1/warren.pb.go \
 		api/gen/warren/v1/warrenv1connect/warren.connect.go \
 		api/gen/warren/v1/warrenv1grpc/warren_grpc.pb.go > $(PROTO_SUMS)
+
+# The same for the E2B envd schemas (internal/e2b/envd/proto: E2B's wire
+# names, so buf's lint rules do not apply), with their own buf.gen.yaml.
+E2B_PROTO := internal/e2b/envd
+e2b-proto:
+	cd $(E2B_PROTO) && $(GO) tool -modfile=../../../tools/go.mod buf generate
+	sha256sum $(E2B_PROTO)/proto/process/process.proto $(E2B_PROTO)/proto/filesystem/filesystem.proto \
+		$(E2B_PROTO)/buf.yaml $(E2B_PROTO)/buf.gen.yaml tools/go.mod \
+		$(E2B_PROTO)/gen/process/process.pb.go $(E2B_PROTO)/gen/process/processconnect/process.connect.go \
+		$(E2B_PROTO)/gen/filesystem/filesystem.pb.go $(E2B_PROTO)/gen/filesystem/filesystemconnect/filesystem.connect.go \
+		> $(E2B_PROTO)/gen/generated.sha256
 
 doctor: build
 	./$(BIN) doctor

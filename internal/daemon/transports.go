@@ -3,7 +3,10 @@ package daemon
 import (
 	"fmt"
 	"net/http"
+	"path/filepath"
 
+	"github.com/warrenhq/warren/internal/auth"
+	"github.com/warrenhq/warren/internal/e2b"
 	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/grpcapi"
 	"github.com/warrenhq/warren/internal/httpapi"
@@ -48,10 +51,24 @@ func (d *Daemon) mountTransports() error {
 	if err := mcpapi.Mount(mux, d.edge, d.manager, mcpapi.MountOptions{Version: Version, Log: d.log, AllowedHosts: d.cfg.MCPHosts()}); err != nil {
 		return err
 	}
+	// The E2B-compatible API at /e2b (docs/E2B.md): always on, like every
+	// transport it is one more face of the same sessions behind the same
+	// edge, and E2B's SDKs take a base URL with a path, so it needs no port
+	// of its own.
+	var keys auth.KeyStore
+	if d.edge.Authenticator() != nil {
+		keys = d.store
+	}
+	e2bAPI, err := e2b.New(e2b.Config{Manager: d.manager, Edge: d.edge, Images: d.images, Keys: keys,
+		SecretFile: filepath.Join(d.cfg.DataDir, "e2b-secret"), PreviewDomain: d.cfg.PreviewDomain, Log: d.log})
+	if err != nil {
+		return err
+	}
+	e2bAPI.Mount(mux)
 	// Preview hosts ({port}-{session}.preview_domain) go to the sessions'
 	// ports before anything else: their paths are the servers' inside.
 	// Then browsers of cors_origins, on every transport; request bodies
 	// that stall are cut (edge.IdleBodies).
-	d.handler = d.edge.Observe(d.api.Preview(edge.CORS(d.origins, edge.IdleBodies(edge.DefaultBodyIdleTimeout, grpcapi.Unrouted(mux)))))
+	d.handler = d.edge.Observe(e2bAPI.Hosts(d.api.Preview(edge.CORS(d.origins, edge.IdleBodies(edge.DefaultBodyIdleTimeout, grpcapi.Unrouted(mux))))))
 	return nil
 }

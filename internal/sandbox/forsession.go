@@ -252,3 +252,7 @@ func (s sessionSandbox) CopyLayers(ctx context.Context, dir string, overlays int
 	return session.LayerCopy{Files: st.Files, Dirs: st.Dirs, Links: st.Links, Bytes: st.Bytes, Skipped: st.Skipped,
 		Frozen: frozen}, err
 }
+
+// Freeze and Thaw let the session manager pause a session (session.Pause).
+func (s sessionSandbox) Freeze(ctx context.Context) error { return s.sb.Freeze(ctx) }
+func (s sessionSandbox) Thaw() error                      { return s.sb.Thaw() }

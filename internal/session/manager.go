@@ -149,6 +149,8 @@ type Manager struct {
 	// public face is layersAPI, which says why when there is none.
 	layers    *layerService
 	layersAPI Layers
+
+	onExpire ExpireFunc // guarded by mu; pause.go
 }
 
 type key struct{ tenant, id string }
@@ -1027,6 +1029,11 @@ func (m *Manager) delete(ctx context.Context, k key, e *entry, why string) error
 	}
 	start := time.Now()
 	var derr error
+	if f, ok := e.sb.(freezer); ok && rec.Paused() {
+		// Frozen processes die only once thawed (pause.go); the kill
+		// that follows thaws as well, so a failure here only costs time.
+		_ = f.Thaw()
+	}
 	if e.sb != nil {
 		derr = e.sb.Destroy(dctx)
 	} else {
@@ -1083,7 +1090,12 @@ func (m *Manager) use(ctx context.Context, tenant, id string) (*entry, func(), e
 	if e.deleting {
 		state = StateDeleting
 	}
+	paused := e.rec.Paused()
 	e.mu.Unlock()
+	if paused && state == StateRunning {
+		// Its processes are frozen: a call would wait for them forever.
+		return nil, nil, errdefs.New(errdefs.ErrConflict, "session %q is paused; resume it first", id)
+	}
 	switch state {
 	case StateDeleting:
 		return nil, nil, errdefs.New(errdefs.ErrNotFound, "session %q is being deleted", id)
@@ -1167,8 +1179,12 @@ func (m *Manager) reaper() {
 				}{k, e, why})
 			}
 		}
+		onExpire := m.onExpire
 		m.mu.Unlock()
 		for _, d := range due {
+			if onExpire != nil && onExpire(context.Background(), d.e.snapshot()) {
+				continue
+			}
 			_ = m.delete(context.Background(), d.k, d.e, "expired") // it logs what it could not remove
 			m.obs.Reaped(d.why)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -258,7 +259,7 @@ func (l *layerService) Fork(ctx context.Context, tenant, id string, req *ForkReq
 	for i := range n {
 		wg.Go(func() {
 			cr := &CreateRequest{Env: rec.Env, Cwd: cwd, Limits: rec.Limits, IdleTTL: rec.IdleTTL, MaxLifetime: rec.MaxLifetime,
-				Labels: rec.Labels, User: rec.User, Snapshot: name}
+				Labels: clientLabels(rec.Labels), User: rec.User, Snapshot: name}
 			if len(req.IDs) > 0 {
 				cr.ID = req.IDs[i]
 			}
@@ -482,4 +483,17 @@ func (l *layerService) ImportSnapshot(ctx context.Context, tenant, name string, 
 			"tenant", tenant, "snapshot", name, "image", sn.Image, "image_digest", sn.ImageDigest)
 	}
 	return l.snapshotInfo(sn), nil
+}
+
+// clientLabels are the labels a client set: without the daemon's own
+// (warren.dev/...), which a create refuses and which describe the source
+// session, not a fork of it.
+func clientLabels(l map[string]string) map[string]string {
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		if !strings.HasPrefix(k, "warren.dev/") {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -1,0 +1,510 @@
+package envd
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/warrenhq/warren/internal/e2b/envd/gen/filesystem"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
+)
+
+// fsHelper is the program that does, inside the sandbox, the filesystem
+// work warren's agent has no call for.
+//
+//go:embed fshelper.py
+var fsHelper string
+
+// helperTimeout bounds one helper call (a watch runs as long as its
+// stream).
+const helperTimeout = 30 * time.Second
+
+// helperExit is the helper's exit status for an error it reports as JSON.
+const helperExit = 3
+
+// helperEntry is an entry as the helper describes it.
+type helperEntry struct {
+	Name          string            `json:"name"`
+	Path          string            `json:"path"`
+	Type          string            `json:"type"`
+	Size          int64             `json:"size"`
+	Mode          uint32            `json:"mode"`
+	Permissions   string            `json:"permissions"`
+	Owner         string            `json:"owner"`
+	Group         string            `json:"group"`
+	MtimeNs       int64             `json:"mtime_ns"`
+	SymlinkTarget *string           `json:"symlink_target"`
+	Metadata      map[string]string `json:"metadata"`
+}
+
+func (e *helperEntry) proto() *filesystem.EntryInfo {
+	if e == nil {
+		return nil
+	}
+	info := &filesystem.EntryInfo{Name: e.Name, Path: e.Path, Size: e.Size, Mode: e.Mode, Permissions: e.Permissions,
+		Owner: e.Owner, Group: e.Group, ModifiedTime: timestamppb.New(time.Unix(0, e.MtimeNs)),
+		SymlinkTarget: e.SymlinkTarget, Metadata: e.Metadata}
+	switch e.Type {
+	case "file":
+		info.Type = filesystem.FileType_FILE_TYPE_FILE
+	case "dir":
+		info.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
+	case "symlink":
+		info.Type = filesystem.FileType_FILE_TYPE_SYMLINK
+	}
+	return info
+}
+
+// helperError is the error the helper reports.
+type helperError struct {
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// helperArgv is the command line of one helper call for user: it runs as
+// user where the session can switch (a root session, through sudo), else as
+// the session's own user, with user's home for relative paths.
+func helperArgv(t Target, user, op string, args ...string) []string {
+	argv := append([]string{"python3", "-c", fsHelper, op, user}, args...)
+	if user != defaultUser(t) && canSwitch(t, user) {
+		argv = append([]string{"sudo", "-n", "-H", "-u", user, "--"}, argv...)
+	}
+	return argv
+}
+
+// helper runs one helper call and decodes its answer into out.
+func (s *Server) helper(ctx context.Context, t Target, user string, out any, op string, args ...string) error {
+	res, err := s.mgr.Exec(ctx, t.Tenant, t.Session, &session.ExecRequest{Argv: helperArgv(t, user, op, args...), Timeout: helperTimeout}, nil)
+	if err != nil {
+		return s.helperErr(ctx, t, err)
+	}
+	return decodeHelper(res.ExitCode, res.Stdout, res.Stderr, out)
+}
+
+// helperErr explains a helper that could not start: the image lacks
+// python3 (or sudo, for another user).
+func (s *Server) helperErr(ctx context.Context, t Target, err error) error {
+	if errdefs.Is(err, errdefs.ErrNotFound) && !s.gone(ctx, t) {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("E2B's filesystem calls need python3 (and sudo to act as another user) in the sandbox's image: %w", err))
+	}
+	return s.rpcErr(ctx, t, err)
+}
+
+func decodeHelper(code int, stdout, stderr []byte, out any) error {
+	switch code {
+	case 0:
+		if err := json.Unmarshal(stdout, out); err != nil {
+			return connect.NewError(connect.CodeInternal, fmt.Errorf("the filesystem helper's answer: %w", err))
+		}
+		return nil
+	case helperExit:
+		var he helperError
+		if json.Unmarshal(stdout, &he) == nil && he.Error != nil {
+			var c connect.Code
+			if c.UnmarshalText([]byte(he.Error.Code)) != nil {
+				c = connect.CodeInternal
+			}
+			return connect.NewError(c, errors.New(he.Error.Message))
+		}
+	case 1:
+		// sudo refused, or a python error.
+		msg := strings.TrimSpace(string(stderr))
+		if strings.Contains(msg, "sudo") || strings.Contains(msg, "unknown user") {
+			return connect.NewError(connect.CodeUnauthenticated, errors.New(msg))
+		}
+	case 127:
+		return connect.NewError(connect.CodeFailedPrecondition, errors.New("E2B's filesystem calls need python3 in the sandbox's image"))
+	}
+	return connect.NewError(connect.CodeInternal, fmt.Errorf("the filesystem helper failed (exit %d): %s", code, bytes.TrimSpace(stderr)))
+}
+
+// home returns user's home directory in the sandbox, cached per session.
+func (s *Server) home(ctx context.Context, t Target, user string) string {
+	st := s.state(t)
+	st.mu.Lock()
+	h := st.homes[user]
+	st.mu.Unlock()
+	if h != "" {
+		return h
+	}
+	var out struct {
+		Home string `json:"home"`
+	}
+	if err := s.helper(ctx, t, defaultUser(t), &out, "home", user); err != nil || out.Home == "" {
+		// Without the helper, the usual place.
+		if user == "root" {
+			return "/root"
+		}
+		return "/home/" + user
+	}
+	st.mu.Lock()
+	st.homes[user] = out.Home
+	st.mu.Unlock()
+	return out.Home
+}
+
+// filesystemService implements filesystem.Filesystem.
+type filesystemService struct{ s *Server }
+
+// call is the common shape of the unary calls: the target, the user, one
+// helper call.
+func (f *filesystemService) call(ctx context.Context, h http.Header, out any, op string, args ...string) error {
+	t, err := target(ctx)
+	if err != nil {
+		return err
+	}
+	user, err := userOf(t, h)
+	if err != nil {
+		return f.s.rpcErr(ctx, t, err)
+	}
+	return f.s.helper(ctx, t, user, out, op, args...)
+}
+
+func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
+	var e helperEntry
+	if err := f.call(ctx, req.Header(), &e, "stat", req.Msg.GetPath()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&filesystem.StatResponse{Entry: e.proto()}), nil
+}
+
+func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
+	if req.Msg.GetPath() == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("path is required"))
+	}
+	var e helperEntry
+	if err := f.call(ctx, req.Header(), &e, "mkdir", req.Msg.GetPath()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: e.proto()}), nil
+}
+
+func (f *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
+	if req.Msg.GetSource() == "" || req.Msg.GetDestination() == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("source and destination are required"))
+	}
+	var e helperEntry
+	if err := f.call(ctx, req.Header(), &e, "move", req.Msg.GetSource(), req.Msg.GetDestination()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&filesystem.MoveResponse{Entry: e.proto()}), nil
+}
+
+func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error) {
+	depth := req.Msg.GetDepth()
+	if depth == 0 {
+		depth = 1
+	}
+	var es []*helperEntry
+	if err := f.call(ctx, req.Header(), &es, "list", req.Msg.GetPath(), strconv.Itoa(int(min(depth, 64)))); err != nil {
+		return nil, err
+	}
+	out := &filesystem.ListDirResponse{Entries: make([]*filesystem.EntryInfo, 0, len(es))}
+	for _, e := range es {
+		out.Entries = append(out.Entries, e.proto())
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error) {
+	if req.Msg.GetPath() == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("path is required"))
+	}
+	var out struct{}
+	if err := f.call(ctx, req.Header(), &out, "remove", req.Msg.GetPath()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
+}
+
+// maxWatcherEvents bounds the events a polling watcher holds between two
+// GetWatcherEvents; past it the oldest are dropped.
+const maxWatcherEvents = 10000
+
+// watcher is one running inotify helper and the events it has reported
+// and nobody has taken yet.
+type watcher struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	// ready is closed once the helper watches (or failed before).
+	ready chan struct{}
+
+	mu sync.Mutex
+	// +checklocks:mu
+	events []*filesystem.FilesystemEvent
+	// +checklocks:mu
+	err error
+	// notify is signalled when events or err change.
+	notify chan struct{}
+}
+
+func (w *watcher) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// take returns and clears the pending events, and the error the watch
+// ended with.
+func (w *watcher) take() ([]*filesystem.FilesystemEvent, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	evs := w.events
+	w.events = nil
+	return evs, w.err
+}
+
+// watchLine is one line of the helper's watch output.
+type watchLine struct {
+	Start bool         `json:"start"`
+	Name  string       `json:"name"`
+	Type  string       `json:"type"`
+	Entry *helperEntry `json:"entry"`
+}
+
+var eventTypes = map[string]filesystem.EventType{
+	"create": filesystem.EventType_EVENT_TYPE_CREATE,
+	"write":  filesystem.EventType_EVENT_TYPE_WRITE,
+	"remove": filesystem.EventType_EVENT_TYPE_REMOVE,
+	"rename": filesystem.EventType_EVENT_TYPE_RENAME,
+	"chmod":  filesystem.EventType_EVENT_TYPE_CHMOD,
+}
+
+// watch starts the inotify helper on path and returns once it watches, or
+// with the error it failed with (not_found, a path that is no directory).
+// The watch runs until ctx ends or stop is called.
+func (s *Server) watch(ctx context.Context, t Target, user, path string, recursive, include bool) (*watcher, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	w := &watcher{cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}), notify: make(chan struct{}, 1)}
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
+	}
+	argv := helperArgv(t, user, "watch", path, flag(recursive), flag(include))
+	timeout := s.mgr.Config().MaxTimeout
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = max(time.Until(d), time.Second)
+	}
+	var started sync.Once
+	markReady := func() { started.Do(func() { close(w.ready) }) }
+	var line []byte
+	var first []byte // what the helper printed before it watched: its error
+	ready := false
+	out := func(ch byte, p []byte) error {
+		if ch != session.ChanStdout {
+			return nil
+		}
+		line = append(line, p...)
+		for {
+			i := bytes.IndexByte(line, '\n')
+			if i < 0 {
+				break
+			}
+			var l watchLine
+			err := json.Unmarshal(line[:i], &l)
+			line = line[i+1:]
+			switch {
+			case err != nil:
+			case l.Start:
+				ready = true
+				markReady()
+			default:
+				typ, ok := eventTypes[l.Type]
+				if !ok {
+					continue
+				}
+				ev := &filesystem.FilesystemEvent{Name: l.Name, Type: typ, Entry: l.Entry.proto()}
+				w.mu.Lock()
+				if len(w.events) >= maxWatcherEvents {
+					w.events = w.events[1:]
+				}
+				w.events = append(w.events, ev)
+				w.mu.Unlock()
+				w.signal()
+			}
+		}
+		if !ready {
+			first = append(first[:0], line...)
+		}
+		return nil
+	}
+	go func() {
+		defer close(w.done)
+		res, err := s.mgr.Exec(wctx, t.Tenant, t.Session, &session.ExecRequest{Argv: argv, Timeout: timeout}, out)
+		switch {
+		case err != nil && wctx.Err() == nil:
+			err = s.helperErr(wctx, t, err)
+		case err != nil:
+			err = nil // stopped
+		case !ready:
+			err = decodeHelper(res.ExitCode, first, nil, &struct{}{})
+			if err == nil {
+				err = connect.NewError(connect.CodeInternal, errors.New("the watch ended before it started"))
+			}
+		}
+		w.mu.Lock()
+		w.err = err
+		w.mu.Unlock()
+		w.signal()
+		markReady()
+	}()
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		w.stop()
+		return nil, s.rpcErr(ctx, t, ctx.Err())
+	}
+	if !ready {
+		<-w.done
+		_, err := w.take()
+		if err == nil {
+			err = connect.NewError(connect.CodeInternal, errors.New("the watch ended before it started"))
+		}
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *watcher) signal() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[filesystem.WatchDirRequest], stream *connect.ServerStream[filesystem.WatchDirResponse]) error {
+	s := f.s
+	t, err := target(ctx)
+	if err != nil {
+		return err
+	}
+	user, err := userOf(t, req.Header())
+	if err != nil {
+		return s.rpcErr(ctx, t, err)
+	}
+	w, err := s.watch(ctx, t, user, req.Msg.GetPath(), req.Msg.GetRecursive(), req.Msg.GetIncludeEntry())
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Start{Start: &filesystem.WatchDirResponse_StartEvent{}}}); err != nil {
+		return err
+	}
+	tick := time.NewTicker(keepaliveEvery(req.Header()))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the watch's timeout passed"))
+			}
+			return nil
+		case <-tick.C:
+			if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}); err != nil {
+				return err
+			}
+		case <-w.notify:
+			evs, err := w.take()
+			for _, ev := range evs {
+				if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{Filesystem: ev}}); err != nil {
+					return err
+				}
+			}
+			if err != nil {
+				return err
+			}
+			select {
+			case <-w.done:
+				// The helper ended (its directory went away): so does
+				// the stream.
+				if evs, err := w.take(); len(evs) == 0 {
+					return err
+				}
+				w.signal()
+			default:
+			}
+		}
+	}
+}
+
+func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
+	s := f.s
+	t, err := target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	user, err := userOf(t, req.Header())
+	if err != nil {
+		return nil, s.rpcErr(ctx, t, err)
+	}
+	// The watcher outlives this call, until RemoveWatcher or the end of
+	// the session.
+	w, err := s.watch(context.WithoutCancel(ctx), t, user, req.Msg.GetPath(), req.Msg.GetRecursive(), req.Msg.GetIncludeEntry())
+	if err != nil {
+		return nil, err
+	}
+	var b [12]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	st := s.state(t)
+	st.mu.Lock()
+	st.watchers[id] = w
+	st.mu.Unlock()
+	return connect.NewResponse(&filesystem.CreateWatcherResponse{WatcherId: id}), nil
+}
+
+func (f *filesystemService) watcher(ctx context.Context, id string) (*sessionState, *watcher, error) {
+	t, err := target(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := f.s.state(t)
+	st.mu.Lock()
+	w := st.watchers[id]
+	st.mu.Unlock()
+	if w == nil {
+		return nil, nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher %q not found", id))
+	}
+	return st, w, nil
+}
+
+func (f *filesystemService) GetWatcherEvents(ctx context.Context, req *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error) {
+	_, w, err := f.watcher(ctx, req.Msg.GetWatcherId())
+	if err != nil {
+		return nil, err
+	}
+	evs, err := w.take()
+	if len(evs) == 0 && err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&filesystem.GetWatcherEventsResponse{Events: evs}), nil
+}
+
+func (f *filesystemService) RemoveWatcher(ctx context.Context, req *connect.Request[filesystem.RemoveWatcherRequest]) (*connect.Response[filesystem.RemoveWatcherResponse], error) {
+	st, w, err := f.watcher(ctx, req.Msg.GetWatcherId())
+	if err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	delete(st.watchers, req.Msg.GetWatcherId())
+	st.mu.Unlock()
+	w.stop()
+	return connect.NewResponse(&filesystem.RemoveWatcherResponse{}), nil
+}
