@@ -4,11 +4,7 @@ BIN     := bin/warren
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/warrenhq/warren/internal/daemon.Version=$(VERSION)
 
-<<<<<<< HEAD
 .PHONY: web build agent run test test-short bench vet lint fmt doctor vm-test clean proto e2b-proto
-=======
-.PHONY: build agent run test test-short bench vet lint fmt doctor vm-test clean proto e2b-proto
->>>>>>> e2bcp
 
 # A static binary: no cgo, nothing to install next to it.
 build: agent
@@ -49,7 +45,6 @@ run: build
 # test/summary prints what go test prints, then every skipped test with its
 # reason, so that a skip never reads as a pass.
 # The tests that drive the daemon with third-party clients from npm: the
-<<<<<<< HEAD
 # official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node), a
 # client generated from the served OpenAPI document (test/openapi-ts), the
 # web console in Debian's chromium driven by playwright-core (test/console),
@@ -58,14 +53,6 @@ run: build
 # own tests come from the conformance kit, which installs its own). Their
 # packages are installed exactly as each lockfile pins them.
 NPM_TESTS := test/mcp-node test/openapi-ts test/console sdk/typescript test/e2b
-=======
-# official MCP TypeScript SDK and the MCP Inspector CLI (test/mcp-node),
-# a client generated from the served OpenAPI document (test/openapi-ts), and
-# the Vercel AI SDK with E2B's SDK (test/e2b; E2B's own tests come from the
-# conformance kit, which installs its own).
-# Their packages are installed exactly as each lockfile pins them.
-NPM_TESTS := test/mcp-node test/openapi-ts test/e2b
->>>>>>> e2bcp
 
 test: agent
 	@for d in $(NPM_TESTS); do \
