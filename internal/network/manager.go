@@ -75,6 +75,7 @@ type session struct {
 	gw   netip.Addr
 	idx  uint32
 	fwd  *forwarder
+	prx  *proxy
 	den  ring
 
 	mu     sync.Mutex // serializes changes to the session's nft state
@@ -333,6 +334,13 @@ func (m *Manager) Attach(name, nsPath string, p Policy) (*Info, error) {
 		return fail(err)
 	}
 	undo = append(undo, func() { m.linkDown(s.nft.ifname) })
+	// The proxy listens first: the rules redirect to its port.
+	s.prx = &proxy{m: m, s: s}
+	if err := s.prx.start(); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, s.prx.stop)
+	s.nft.proxyPort = s.prx.port
 	if err := m.nft.addSession(s.nft, p); err != nil {
 		return fail(err)
 	}
@@ -511,6 +519,9 @@ func (m *Manager) Update(name string, p Policy) error {
 		}
 	}
 	s.policy, s.pins = p, pins
+	s.prx.recheck(p, func(dst netip.Addr, port uint16) bool {
+		return s.allows(p, keep, dst, unix.IPPROTO_TCP, port)
+	})
 	if err := m.dropFlows(s.nft.addr, func(dst netip.Addr, proto uint8, port uint16) bool {
 		return s.allows(p, keep, dst, proto, port)
 	}); err != nil {
@@ -552,6 +563,7 @@ func (m *Manager) Detach(name string) error {
 		return nil
 	}
 	s.fwd.stop()
+	s.prx.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := errors.Join(m.nft.removeSession(s.nft), m.linkDown(s.nft.ifname), m.dropFlows(s.nft.addr, nil))

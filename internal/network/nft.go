@@ -30,9 +30,10 @@ const (
 	reasonNotAllow = "no allowed name resolved to this address"
 	reasonDenied   = "address denied by a deny rule"
 	reasonIPv6     = "IPv6 egress is not supported"
+	reasonQUIC     = "UDP to port 80 or 443 (QUIC, HTTP/3) is refused: names on those ports are checked over TCP, which clients fall back to"
 )
 
-var reasonCodes = map[byte]string{'b': reasonBlocked, 'd': reasonDNS, 'n': reasonNotAllow, 'x': reasonDenied, '6': reasonIPv6}
+var reasonCodes = map[byte]string{'b': reasonBlocked, 'd': reasonDNS, 'n': reasonNotAllow, 'x': reasonDenied, '6': reasonIPv6, 'q': reasonQUIC}
 
 // nftSession is what a session owns in the table: its chain, the rules in
 // the shared chains that send its packets there (found by their user data,
@@ -48,6 +49,14 @@ type nftSession struct {
 	// answers (with timeouts); static the allowed CIDRs of that group.
 	dyn, static map[uint16]*nftables.Set
 	deny        *nftables.Set
+	// proxyPort is the port of the session's name-checking proxy on gw,
+	// where its nat chain redirects TCP to ports 80 and 443.
+	proxyPort uint16
+}
+
+// natChain holds the session's redirects of ports 80 and 443 to its proxy.
+func (s *nftSession) natChain(t *nftables.Table) *nftables.Chain {
+	return &nftables.Chain{Name: "p_" + s.short, Table: t}
 }
 
 func (s *nftSession) chain(t *nftables.Table) *nftables.Chain {
@@ -59,7 +68,7 @@ type nft struct {
 	nsfd  int // 0: the daemon's own namespace
 	table *nftables.Table
 	// the shared chains and the always-blocked set
-	forward, input, post *nftables.Chain
+	forward, input, post, pre *nftables.Chain
 	blocked              *nftables.Set
 }
 
@@ -82,6 +91,8 @@ func newNFT(nsfd int) *nft {
 			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept},
 		post: &nftables.Chain{Name: "postrouting", Table: t, Type: nftables.ChainTypeNAT,
 			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept},
+		pre: &nftables.Chain{Name: "prerouting", Table: t, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept},
 		blocked: &nftables.Set{Table: t, Name: "blocked4", KeyType: nftables.TypeIPAddr, Interval: true},
 	}
 }
@@ -140,6 +151,7 @@ func (n *nft) install(sessions netip.Prefix, egress string, blocked []span) erro
 	c.AddChain(n.forward)
 	c.AddChain(n.input)
 	c.AddChain(n.post)
+	c.AddChain(n.pre)
 	anyWrn := func(key expr.MetaKey) []expr.Any { return ifMatch(key, ifPrefix, true) }
 	// Replies to connections a session made, or that the host made into a
 	// session (ports), pass; nothing new is forwarded into a session: no
@@ -186,7 +198,8 @@ func (n *nft) addSession(s *nftSession, p Policy) error {
 		return err
 	}
 	ch := c.AddChain(s.chain(n.table))
-	if err := n.fillSession(c, s, ch, p, nil); err != nil {
+	nat := c.AddChain(s.natChain(n.table))
+	if err := n.fillSession(c, s, ch, nat, p, nil); err != nil {
 		return err
 	}
 	tag := []byte(s.name)
@@ -195,6 +208,8 @@ func (n *nft) addSession(s *nftSession, p Policy) error {
 	// catch-all reject).
 	c.InsertRule(&nftables.Rule{Table: n.table, Chain: n.forward, UserData: tag,
 		Exprs: cat(ifMatch(expr.MetaKeyIIFNAME, s.ifname, false), []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}})})
+	c.AddRule(&nftables.Rule{Table: n.table, Chain: n.pre, UserData: tag,
+		Exprs: cat(ifMatch(expr.MetaKeyIIFNAME, s.ifname, false), []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: nat.Name}})})
 	// In the input chain the session's rules go on top, in this order:
 	// DNS to its own forwarder, replies, then everything else to the host
 	// refused and logged (the host's addresses, the daemon's port).
@@ -204,6 +219,7 @@ func (n *nft) addSession(s *nftSession, p Policy) error {
 		cat(in, logDenied(s.short, 'b'), rejectOther()),
 		cat(in, l4(unix.IPPROTO_TCP), logDenied(s.short, 'b'), rejectTCP()),
 		cat(in, ctEstablished(), accept()),
+		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(s.proxyPort), ctDNAT(), accept()),
 		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(53), accept()),
 		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_UDP), dport(53), accept()),
 	} {
@@ -233,15 +249,16 @@ func (n *nft) updateSession(s *nftSession, p Policy, pins map[uint16]map[netip.A
 	if s.deny != nil {
 		old = append(old, s.deny)
 	}
-	ch := s.chain(n.table)
+	ch, nat := s.chain(n.table), s.natChain(n.table)
 	c.FlushChain(ch)
+	c.FlushChain(nat)
 	for _, set := range old {
 		c.DelSet(set)
 	}
 	// On failure nothing changed in the kernel: keep the old names.
 	was := *s
 	s.gen++
-	err = n.fillSession(c, s, ch, p, pins)
+	err = n.fillSession(c, s, ch, nat, p, pins)
 	if err == nil {
 		err = c.Flush()
 	}
@@ -258,9 +275,21 @@ func (n *nft) updateSession(s *nftSession, p Policy, pins map[uint16]map[netip.A
 // always-blocked ranges and DNS to other resolvers refused; then open
 // accepts, or allowlist accepts the pinned addresses and allowed CIDRs of
 // each port group, after refusing the deny CIDRs; the rest refused.
-func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch *nftables.Chain, p Policy, pins map[uint16]map[netip.Addr]time.Duration) error {
+func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch, nat *nftables.Chain, p Policy, pins map[uint16]map[netip.Addr]time.Duration) error {
 	s.dyn, s.static, s.deny = map[uint16]*nftables.Set{}, map[uint16]*nftables.Set{}, nil
 	add := func(e ...[]expr.Any) { c.AddRule(&nftables.Rule{Table: n.table, Chain: ch, Exprs: cat(e...)}) }
+	// The nat chain sends new TCP connections to ports 80 and 443 of
+	// allowed addresses to the proxy (proxy.go), which checks the name;
+	// what it does not redirect goes on to the filter chain and meets
+	// the same refusals as any port.
+	addNat := func(e ...[]expr.Any) { c.AddRule(&nftables.Rule{Table: n.table, Chain: nat, Exprs: cat(e...)}) }
+	ret := []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}
+	addNat(ipv4(), loadAddr(16), lookup(n.blocked, false), ret)
+	redirect := func(match ...[]expr.Any) {
+		for _, port := range []uint16{httpPort, httpsPort} {
+			addNat(cat(match...), l4(unix.IPPROTO_TCP), dport(port), redirectTo(s.proxyPort))
+		}
+	}
 	refuse := func(code byte, match ...[]expr.Any) {
 		pre := cat(match...)
 		add(pre, l4(unix.IPPROTO_TCP), logDenied(s.short, code), rejectTCP())
@@ -278,6 +307,10 @@ func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch *nftables.Chain, p
 		add(l4(unix.IPPROTO_TCP), dport(port), logDenied(s.short, 'd'), rejectTCP())
 		add(l4(unix.IPPROTO_UDP), dport(port), logDenied(s.short, 'd'), rejectOther())
 	}
+	// QUIC would carry names past the check on 80 and 443.
+	for _, port := range []uint16{httpPort, httpsPort} {
+		add(l4(unix.IPPROTO_UDP), dport(port), logDenied(s.short, 'q'), rejectOther())
+	}
 	var denyCIDR []span
 	for _, r := range p.Deny {
 		if !r.IsName() {
@@ -290,10 +323,12 @@ func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch *nftables.Chain, p
 			return err
 		}
 		refuse('x', ipv4(), loadAddr(16), lookup(s.deny, false))
+		addNat(ipv4(), loadAddr(16), lookup(s.deny, false), ret)
 	}
 	switch p.Mode {
 	case ModeOpen:
 		add(ipv4(), accept())
+		redirect(ipv4())
 	case ModeAllowlist:
 		for _, port := range p.portGroups() {
 			dyn := &nftables.Set{Table: n.table, Name: fmt.Sprintf("d_%s_%d_%d", s.short, port, s.gen), KeyType: nftables.TypeIPAddr, HasTimeout: true}
@@ -322,6 +357,11 @@ func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch *nftables.Chain, p
 				sets = append(sets, st)
 			}
 			for _, set := range sets {
+				if port == 0 {
+					redirect(ipv4(), loadAddr(16), lookup(set, false))
+				} else if port == httpPort || port == httpsPort {
+					addNat(ipv4(), loadAddr(16), lookup(set, false), l4(unix.IPPROTO_TCP), dport(port), redirectTo(s.proxyPort))
+				}
 				if port == 0 {
 					add(ipv4(), loadAddr(16), lookup(set, false), accept())
 					continue
@@ -370,7 +410,7 @@ func (n *nft) removeSession(s *nftSession) error {
 	if err != nil {
 		return err
 	}
-	for _, ch := range []*nftables.Chain{n.forward, n.input} {
+	for _, ch := range []*nftables.Chain{n.forward, n.input, n.pre} {
 		rules, err := c.GetRules(n.table, ch)
 		if err != nil {
 			return err
@@ -383,9 +423,10 @@ func (n *nft) removeSession(s *nftSession) error {
 			}
 		}
 	}
-	ch := s.chain(n.table)
-	c.FlushChain(ch)
-	c.DelChain(ch)
+	for _, ch := range []*nftables.Chain{s.chain(n.table), s.natChain(n.table)} {
+		c.FlushChain(ch)
+		c.DelChain(ch)
+	}
 	for _, m := range []map[uint16]*nftables.Set{s.dyn, s.static} {
 		for _, set := range m {
 			c.DelSet(set)
@@ -487,6 +528,29 @@ func prefixMatch(p netip.Prefix) []expr.Any {
 
 func lookup(set *nftables.Set, invert bool) []expr.Any {
 	return []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, Invert: invert}}
+}
+
+// redirectTo sends the packet to port on the address of the interface it
+// came in on (the session's gateway).
+func redirectTo(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.Redir{RegisterProtoMin: 1, RegisterProtoMax: 1},
+	}
+}
+
+// ipsDstNAT is IPS_DST_NAT of enum ip_conntrack_status.
+const ipsDstNAT = 1 << 5
+
+// ctDNAT matches connections whose destination the nat chain changed:
+// the proxy takes only what a session's redirect sent it.
+func ctDNAT() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(ipsDstNAT), Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
+	}
 }
 
 func ctEstablished() []expr.Any {
