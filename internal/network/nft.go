@@ -69,7 +69,7 @@ type nft struct {
 	table *nftables.Table
 	// the shared chains and the always-blocked set
 	forward, input, post, pre *nftables.Chain
-	blocked              *nftables.Set
+	blocked                   *nftables.Set
 }
 
 func (n *nft) conn() (*nftables.Conn, error) {
