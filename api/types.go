@@ -505,6 +505,23 @@ type TenantPolicy struct {
 	// authentication (PUT /v1/sessions/{id}/ports/{port}); absent: the
 	// daemon's tenant_defaults.allow_public_ports.
 	AllowPublicPorts *bool `json:"allow_public_ports,omitempty"`
+	// Network is the ceiling of the tenant's sessions' network; absent:
+	// none (every mode may be asked for).
+	Network *TenantNetwork `json:"network,omitempty"`
+}
+
+// TenantNetwork is a tenant's network ceiling: a session asking beyond it
+// (at create or PATCH) is refused with 403 permission_denied and the
+// reason.
+type TenantNetwork struct {
+	// MaxMode is the widest mode: "none", "allowlist" or "open"; absent:
+	// open, or allowlist when Allow is given.
+	MaxMode string `json:"max_mode,omitempty"`
+	// Allow, when given, is the maximum allow-list: each allow rule of a
+	// session must fall within one of these (a name it matches, a
+	// narrower wildcard, a range inside, the same port or one with every
+	// port).
+	Allow []string `json:"allow,omitempty"`
 }
 
 // Tenant is a tenant's settings (body of PUT /v1/tenants/{name}, and the

@@ -41,6 +41,12 @@ type Config struct {
 	// or 5% of the filesystem, whichever is smaller; negative turns the
 	// check off. Running sessions are never stopped for it.
 	MinFreeDiskMB int64
+	// DefaultNetwork and DefaultNetworkAllow are the network of a session
+	// created without one (network.default_mode, network.default_allow):
+	// "" or "none" is loopback only. A tenant whose ceiling is below the
+	// default gets none (network.go).
+	DefaultNetwork      string
+	DefaultNetworkAllow []string
 	// PoolSize is how many sandboxes of the default image are kept started
 	// and waiting, so that a create with default settings takes one rather
 	// than starting a sandbox (see pool.go). 0: no pool.
@@ -376,6 +382,9 @@ type CreateRequest struct {
 	// NetworkAllow and NetworkDeny are the rules of the mode Network
 	// (none, open, allowlist; network.go).
 	NetworkAllow, NetworkDeny []string
+	// networkDefaulted: the request named no network and got the
+	// daemon's default (which a tenant's ceiling may take back).
+	networkDefaulted bool
 	// Workspace names a workspace of the tenant to mount at /workspace,
 	// WorkspaceMode "rw" (the default) or "ro"; Snapshot names a snapshot
 	// to start from (workspaces.go, snapshots.go).
@@ -498,6 +507,9 @@ func (m *Manager) createSession(ctx context.Context, tenant string, req *CreateR
 	rec.Tenant = tenant
 	tl, err := m.tenantLimits(ctx, tenant)
 	if err != nil {
+		return nil, false, err
+	}
+	if err := m.checkNetworkCeiling(tenant, tl, req, rec); err != nil {
 		return nil, false, err
 	}
 	if tl.MaxLifetime > 0 && req.MaxLifetime == 0 && rec.MaxLifetime > tl.MaxLifetime {

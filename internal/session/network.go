@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/network/rules"
 )
 
 // Network gives sessions egress beyond loopback (internal/network
@@ -57,8 +58,13 @@ func networkPolicy(req *CreateRequest) NetworkPolicy {
 }
 
 // checkNetwork validates a create's network; mode none needs no network
-// service, the others do.
+// service, the others do. A request that names no network gets the
+// daemon's default.
 func (m *Manager) checkNetwork(req *CreateRequest) (string, error) {
+	if req.Network == "" && len(req.NetworkAllow) == 0 && len(req.NetworkDeny) == 0 && m.net != nil &&
+		m.cfg.DefaultNetwork != "" && m.cfg.DefaultNetwork != "none" {
+		req.Network, req.NetworkAllow, req.networkDefaulted = m.cfg.DefaultNetwork, m.cfg.DefaultNetworkAllow, true
+	}
 	p := networkPolicy(req)
 	if p.Mode == "none" && len(p.Allow) == 0 && len(p.Deny) == 0 {
 		return "none", nil
@@ -73,6 +79,42 @@ func (m *Manager) checkNetwork(req *CreateRequest) (string, error) {
 		return "", invalid("%s", err.Error())
 	}
 	return p.Mode, nil
+}
+
+// checkNetworkCeiling holds a create to its tenant's network ceiling:
+// asking beyond it is permission_denied with the reason; the daemon's
+// default beyond it becomes none.
+func (m *Manager) checkNetworkCeiling(tenant string, tl TenantLimits, req *CreateRequest, rec *Session) error {
+	if rec.Network == "none" {
+		return nil
+	}
+	reason, err := beyondCeiling(tl, networkPolicy(req))
+	if err != nil || reason == "" {
+		return err
+	}
+	if req.networkDefaulted {
+		req.Network, req.NetworkAllow, rec.Network = "none", nil, "none"
+		return nil
+	}
+	return errdefs.New(errdefs.ErrPermissionDenied, "tenant %s may not ask for this network: %s", tenant, reason)
+}
+
+// beyondCeiling says why p exceeds the tenant's network ceiling ("" when
+// it does not).
+func beyondCeiling(tl TenantLimits, p NetworkPolicy) (string, error) {
+	c, err := rules.ParseCeiling(tl.NetworkMaxMode, tl.NetworkAllow)
+	if err != nil {
+		return "", fmt.Errorf("the tenant's network ceiling: %w", err)
+	}
+	var allow []rules.Rule
+	for _, s := range p.Allow {
+		r, err := rules.Parse(s)
+		if err != nil {
+			return "", invalid("allow rule %q: %s", s, err)
+		}
+		allow = append(allow, r)
+	}
+	return c.Permits(p.Mode, allow), nil
 }
 
 // attachNetwork gives a started sandbox its network and points its
@@ -151,6 +193,15 @@ func (m *Manager) SetSessionNetwork(ctx context.Context, tenant, id string, p Ne
 	}
 	if err := m.net.Check(p); err != nil {
 		return nil, invalid("%s", err.Error())
+	}
+	tl, err := m.tenantLimits(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if reason, err := beyondCeiling(tl, p); err != nil {
+		return nil, err
+	} else if reason != "" {
+		return nil, errdefs.New(errdefs.ErrPermissionDenied, "tenant %s may not ask for this network: %s", tenant, reason)
 	}
 	if err := m.net.Update(name, p); err != nil {
 		return nil, fmt.Errorf("change the session's network: %w", err)
