@@ -42,8 +42,19 @@ type Config struct {
 	// "" is the daemon's own. Tests give a namespace of their own with a
 	// fake internet behind it.
 	NetNS string
-	Log   *slog.Logger
+	// MaxConnections caps each session's concurrent connections
+	// (DefaultMaxConnections if 0; negative: no cap), so that one session
+	// cannot fill the host's connection tracking table.
+	MaxConnections int
+	// OnDenial, if set, hears of every denial (the daemon's audit log).
+	// It must not block.
+	OnDenial func(sandbox string, d Denial)
+	Log      *slog.Logger
 }
+
+// DefaultMaxConnections is the default cap on a session's concurrent
+// connections.
+const DefaultMaxConnections = 1024
 
 // Manager gives sessions their links, rules and forwarders.
 type Manager struct {
@@ -63,6 +74,11 @@ type Manager struct {
 	ready    bool
 	sessions map[string]*session
 	used     map[uint32]bool // /30 blocks in use, by index
+	// denied counts denials by Kind since the start (the metrics).
+	denied map[string]*atomic.Uint64
+	// retired are the bytes in and out of sessions detached since the
+	// start, so the metrics' totals never go down.
+	retired [2]atomic.Uint64
 	// blocked is what is in the blocked4 set; written under mu, read
 	// without it by the forwarders (an attach holds mu for milliseconds).
 	blocked atomic.Pointer[[]span]
@@ -107,7 +123,10 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Log, ns: netns.None(), sessions: map[string]*session{}, used: map[uint32]bool{}}
+	m := &Manager{cfg: cfg, log: cfg.Log, ns: netns.None(), sessions: map[string]*session{}, used: map[uint32]bool{}, denied: map[string]*atomic.Uint64{}}
+	for _, k := range Kinds {
+		m.denied[k] = new(atomic.Uint64)
+	}
 	nsfd := 0
 	if cfg.NetNS != "" {
 		ns, err := netns.GetFromPath(cfg.NetNS)
@@ -127,6 +146,12 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.nl = nl
 	m.nft = newNFT(nsfd)
+	switch {
+	case cfg.MaxConnections == 0:
+		m.nft.maxConns = DefaultMaxConnections
+	case cfg.MaxConnections > 0:
+		m.nft.maxConns = uint32(cfg.MaxConnections)
+	}
 	for _, u := range cfg.Upstream {
 		if _, _, err := net.SplitHostPort(u); err != nil {
 			u = net.JoinHostPort(u, "53")
@@ -555,6 +580,12 @@ func (m *Manager) Detach(name string) error {
 	m.mu.Lock()
 	s := m.sessions[name]
 	if s != nil {
+		// Its bytes move to the retired totals as it leaves the map,
+		// both under mu, so the metrics' totals never go down.
+		if in, out, err := m.traffic(s); err == nil {
+			m.retired[0].Add(in)
+			m.retired[1].Add(out)
+		}
 		delete(m.sessions, name)
 		delete(m.sessions, nameOfLink(s.nft.ifname))
 	}
@@ -639,6 +670,12 @@ func (s *session) deny(d Denial) {
 		d.Time = time.Now().UTC()
 	}
 	s.den.add(d)
+	if c := s.m.denied[d.Kind]; c != nil {
+		c.Add(1)
+	}
+	if s.m.cfg.OnDenial != nil {
+		s.m.cfg.OnDenial(s.name, d)
+	}
 	s.m.log.Info("session network denial", "sandbox", s.name, "host", d.Host, "port", d.Port, "proto", d.Proto, "reason", d.Reason)
 }
 

@@ -31,9 +31,12 @@ const (
 	reasonDenied   = "address denied by a deny rule"
 	reasonIPv6     = "IPv6 egress is not supported"
 	reasonQUIC     = "UDP to port 80 or 443 (QUIC, HTTP/3) is refused: names on those ports are checked over TCP, which clients fall back to"
+	reasonConnCap  = "the session has as many connections open as it may (network.max_connections)"
 )
 
-var reasonCodes = map[byte]string{'b': reasonBlocked, 'd': reasonDNS, 'n': reasonNotAllow, 'x': reasonDenied, '6': reasonIPv6, 'q': reasonQUIC}
+var reasonCodes = map[byte]string{'b': reasonBlocked, 'd': reasonDNS, 'n': reasonNotAllow, 'x': reasonDenied, '6': reasonIPv6, 'q': reasonQUIC, 'c': reasonConnCap}
+
+var kindCodes = map[byte]string{'b': "blocked", 'd': "other_resolver", 'n': "not_allowed", 'x': "denied_address", '6': "ipv6", 'q': "quic", 'c': "connection_cap"}
 
 // nftSession is what a session owns in the table: its chain, the rules in
 // the shared chains that send its packets there (found by their user data,
@@ -49,6 +52,9 @@ type nftSession struct {
 	// answers (with timeouts); static the allowed CIDRs of that group.
 	dyn, static map[uint16]*nftables.Set
 	deny        *nftables.Set
+	// conns counts the session's connections (one element, its address,
+	// holding a connlimit): the cap on concurrent connections.
+	conns *nftables.Set
 	// proxyPort is the port of the session's name-checking proxy on gw,
 	// where its nat chain redirects TCP to ports 80 and 443.
 	proxyPort uint16
@@ -70,6 +76,8 @@ type nft struct {
 	// the shared chains and the always-blocked set
 	forward, input, post, pre *nftables.Chain
 	blocked                   *nftables.Set
+	// maxConns caps each session's concurrent connections (0: no cap).
+	maxConns uint32
 }
 
 func (n *nft) conn() (*nftables.Conn, error) {
@@ -197,6 +205,12 @@ func (n *nft) addSession(s *nftSession, p Policy) error {
 	if err != nil {
 		return err
 	}
+	if n.maxConns > 0 {
+		s.conns = &nftables.Set{Table: n.table, Name: "k_" + s.short, KeyType: nftables.TypeIPAddr, Dynamic: true}
+		if err := c.AddSet(s.conns, nil); err != nil {
+			return err
+		}
+	}
 	ch := c.AddChain(s.chain(n.table))
 	nat := c.AddChain(s.natChain(n.table))
 	if err := n.fillSession(c, s, ch, nat, p, nil); err != nil {
@@ -220,9 +234,13 @@ func (n *nft) addSession(s *nftSession, p Policy) error {
 		cat(in, l4(unix.IPPROTO_TCP), logDenied(s.short, 'b'), rejectTCP()),
 		cat(in, ctEstablished(), accept()),
 		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(s.proxyPort), ctDNAT(), accept()),
+		n.connCap(s, cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(s.proxyPort)), rejectTCP()),
 		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(53), accept()),
 		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_UDP), dport(53), accept()),
 	} {
+		if e == nil {
+			continue
+		}
 		c.InsertRule(&nftables.Rule{Table: n.table, Chain: n.input, UserData: tag, Exprs: e})
 	}
 	if err := c.Flush(); err != nil {
@@ -300,6 +318,12 @@ func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch, nat *nftables.Cha
 	// does not cut a long download); a policy change ends those it no
 	// longer allows by deleting their conntrack entries (conntrack.go).
 	add(ctEstablished(), accept())
+	// The cap on concurrent connections, before anything accepts a new one
+	// (connections through the name check are counted in input).
+	if e := n.connCap(s, l4(unix.IPPROTO_TCP), rejectTCP()); e != nil {
+		add(e)
+		add(n.connCap(s, l4not(unix.IPPROTO_TCP), rejectOther()))
+	}
 	refuse('6', nfproto(unix.NFPROTO_IPV6))
 	add(ipv4(), loadAddr(16), lookup(n.blocked, false), l4(unix.IPPROTO_TCP), logDenied(s.short, 'b'), rejectTCP())
 	add(ipv4(), loadAddr(16), lookup(n.blocked, false), logDenied(s.short, 'b'), rejectOther())
@@ -435,6 +459,9 @@ func (n *nft) removeSession(s *nftSession) error {
 	if s.deny != nil {
 		c.DelSet(s.deny)
 	}
+	if s.conns != nil {
+		c.DelSet(s.conns)
+	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("remove nftables chain of session %s: %w", s.name, err)
 	}
@@ -537,6 +564,33 @@ func redirectTo(port uint16) []expr.Any {
 		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
 		&expr.Redir{RegisterProtoMin: 1, RegisterProtoMax: 1},
 	}
+}
+
+// connCap refuses (with verdict) a new connection matching match once
+// the session has maxConns open: its source address's element in the
+// session's conns set counts them (connlimit, which forgets a connection
+// when conntrack does). nil when there is no cap.
+func (n *nft) connCap(s *nftSession, match []expr.Any, verdict []expr.Any) []expr.Any {
+	if s.conns == nil {
+		return nil
+	}
+	return cat(match, ctNew(), ipv4(), loadAddr(12), []expr.Any{&expr.Dynset{
+		SrcRegKey: 1, SetName: s.conns.Name, SetID: s.conns.ID, Operation: unix.NFT_DYNSET_OP_ADD,
+		Exprs: []expr.Any{&expr.Connlimit{Count: n.maxConns, Flags: expr.NFT_CONNLIMIT_F_INV}},
+	}}, logDenied(s.short, 'c'), verdict)
+}
+
+func ctNew() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitNEW), Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
+	}
+}
+
+func l4not(proto byte) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{proto}}}
 }
 
 // ipsDstNAT is IPS_DST_NAT of enum ip_conntrack_status.

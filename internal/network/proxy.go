@@ -310,7 +310,11 @@ func (p *proxy) dial(pc *proxyConn, od netip.AddrPort) (net.Conn, error) {
 
 // deny records a refused name.
 func (p *proxy) deny(name string, port uint16, proto, why, reason string) {
-	p.s.deny(Denial{Host: name, Port: port, Proto: proto, Reason: why + ": " + reason})
+	kind := "sni_refused"
+	if proto == "http" {
+		kind = "host_refused"
+	}
+	p.s.deny(Denial{Host: name, Port: port, Proto: proto, Reason: why + ": " + reason, Kind: kind})
 }
 
 // handleTLS reads the ClientHello (with crypto/tls's parser, stopping
