@@ -124,6 +124,10 @@ type Usage struct {
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	// DiskBytes is the size of the session's writable layer.
 	DiskBytes int64 `json:"disk_bytes"`
+	// NetworkInBytes and NetworkOutBytes are the bytes the session's
+	// network link carried into and out of it (absent without a network).
+	NetworkInBytes  uint64 `json:"network_in_bytes,omitempty"`
+	NetworkOutBytes uint64 `json:"network_out_bytes,omitempty"`
 }
 
 // Session describes one session.

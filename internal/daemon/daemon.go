@@ -221,6 +221,11 @@ func (d *Daemon) startManager(ctx context.Context) error {
 	}
 	// The metrics hear of Recover's actions, so they come first.
 	d.metrics = metrics.New(prometheus.NewRegistry())
+	if d.network != nil {
+		if err := d.metrics.Registry().Register(d.network); err != nil {
+			return err
+		}
+	}
 	d.manager = session.NewManager(d.cfg.Session, session.Deps{Store: d.store, Runtime: sandbox.ForSessions(d.rt), Images: d.images,
 		Tenants: d.tenants, Observer: d.metrics, Layers: layers, Log: d.log, Network: net})
 	if err := d.metrics.WatchSessions(d.manager); err != nil {

@@ -97,6 +97,30 @@ func TestNetworkCeiling(t *testing.T) {
 	if r := as(t, h, capped, "PATCH", "/v1/sessions/c1/network", `{"allow":["x.wild.test"]}`); r.status != 200 {
 		t.Errorf("PATCH inside the ceiling = %d %s", r.status, r.body)
 	}
+
+	// Accounting: the session's bytes in its usage, denials in the
+	// metrics and the audit log (host and port, no payload).
+	exec := func(id, cmd string) {
+		t.Helper()
+		r := as(t, h, capped, "POST", "/v1/sessions/"+id+"/exec", `{"command":"`+cmd+`"}`)
+		if r.status != 200 {
+			t.Fatalf("exec %s = %d %s", cmd, r.status, r.body)
+		}
+	}
+	exec("c1", "curl -sS -m 5 -o /dev/null http://x.wild.test/; curl -sS -m 5 http://other.test/")
+	var info api.Session
+	if r := as(t, h, capped, "GET", "/v1/sessions/c1", ""); json.Unmarshal(r.body, &info) != nil || info.Usage == nil ||
+		info.Usage.NetworkInBytes < 100 || info.Usage.NetworkOutBytes < 50 {
+		t.Errorf("usage after a download: %s", r.body)
+	}
+	if r := as(t, h, admin, "GET", "/metrics", ""); !strings.Contains(string(r.body), `warren_network_denials_total{kind="dns_not_allowed"} `) ||
+		strings.Contains(string(r.body), `warren_network_denials_total{kind="dns_not_allowed"} 0`) ||
+		!strings.Contains(string(r.body), `warren_network_bytes_total{direction="in"}`) {
+		t.Errorf("metrics lack the network's: %d %s", r.status, grepLines(string(r.body), "warren_network"))
+	}
+	if r := as(t, h, admin, "GET", "/v1/audit?session=c1", ""); !strings.Contains(string(r.body), `"target":"dns other.test (dns_not_allowed)"`) {
+		t.Errorf("audit log lacks the denial: %s", r.body)
+	}
 	for _, s := range []struct {
 		cred map[string][]string
 		id   string
@@ -105,4 +129,14 @@ func TestNetworkCeiling(t *testing.T) {
 			t.Errorf("delete %s = %d %s", s.id, r.status, r.body)
 		}
 	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 
+	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/session"
 )
@@ -34,6 +36,8 @@ func (d *Daemon) openNetwork() (session.Network, error) {
 			}
 		}
 	}
+	nc.MaxConnections = c.MaxConnections
+	nc.OnDenial = d.auditDenial
 	m, err := network.New(nc)
 	if err != nil {
 		// A host without what egress needs still runs sessions: they
@@ -62,4 +66,24 @@ func (d *Daemon) closeNetwork() {
 		d.log.Error("remove the sessions' network", "error", err)
 	}
 	d.network = nil
+}
+
+// auditDenial writes a network denial to the audit log: the session, the
+// protocol, host and port and the kind of reason; never payloads.
+func (d *Daemon) auditDenial(sandbox string, den network.Denial) {
+	if d.edge == nil || d.manager == nil || d.edge.AuditLog() == nil {
+		return
+	}
+	tenant, id, ok := d.manager.SandboxOwner(sandbox)
+	if !ok {
+		return
+	}
+	target := fmt.Sprintf("%s %s", den.Proto, den.Host)
+	if den.Port != 0 {
+		target = fmt.Sprintf("%s %s", den.Proto, net.JoinHostPort(den.Host, fmt.Sprint(den.Port)))
+	}
+	rec := audit.Record{Time: den.Time, Tenant: tenant, Session: id, Op: "network denial", Target: target + " (" + den.Kind + ")", Outcome: "permission_denied"}
+	if err := d.edge.AuditLog().Record(rec); err != nil {
+		d.log.Error("audit record lost", "op", rec.Op, "error", err)
+	}
 }

@@ -100,6 +100,10 @@ type session struct {
 	// pins are the addresses DNS answers put in each port group's set,
 	// and when they expire there.
 	pins map[uint16]map[netip.Addr]time.Time
+	// told is when OnDenial last heard of each kind, host and port, so a
+	// client retrying in a loop does not flood the audit log.
+	toldMu sync.Mutex
+	told   map[string]time.Time
 	// names are the names whose answers held each pinned address, so a
 	// policy change keeps an address only while one of them is allowed.
 	names map[netip.Addr]map[string]bool
@@ -673,7 +677,7 @@ func (s *session) deny(d Denial) {
 	if c := s.m.denied[d.Kind]; c != nil {
 		c.Add(1)
 	}
-	if s.m.cfg.OnDenial != nil {
+	if s.m.cfg.OnDenial != nil && s.firstLately(d) {
 		s.m.cfg.OnDenial(s.name, d)
 	}
 	s.m.log.Info("session network denial", "sandbox", s.name, "host", d.Host, "port", d.Port, "proto", d.Proto, "reason", d.Reason)
@@ -733,6 +737,26 @@ func (s *session) pin(ports []uint16, addrs []netip.Addr, ttl time.Duration, nam
 		s.names[a][name] = true
 	}
 	return nil
+}
+
+// retellAfter is how long a repeated denial (same kind, host and port)
+// goes untold to OnDenial; the ring and the metrics count every one.
+const retellAfter = 10 * time.Second
+
+// firstLately says whether d is the first of its kind, host and port in
+// retellAfter.
+func (s *session) firstLately(d Denial) bool {
+	s.toldMu.Lock()
+	defer s.toldMu.Unlock()
+	if s.told == nil || len(s.told) > 1024 {
+		s.told = map[string]time.Time{}
+	}
+	k := fmt.Sprintf("%s %s %d", d.Kind, d.Host, d.Port)
+	if t, ok := s.told[k]; ok && time.Since(t) < retellAfter {
+		return false
+	}
+	s.told[k] = time.Now()
+	return true
 }
 
 func keepAny(keep map[uint16]map[netip.Addr]time.Duration, a netip.Addr) (time.Duration, bool) {

@@ -912,6 +912,7 @@ func (m *Manager) info(e *entry) *Info {
 	info := &Info{Session: *e.snapshot(), Cwd: e.Cwd()}
 	if info.State == StateRunning && e.sb != nil {
 		if u, err := e.sb.Usage(); err == nil {
+			m.addTraffic(info.Name, &u)
 			info.Usage = &u
 		}
 	}
@@ -946,6 +947,7 @@ func (m *Manager) List(ctx context.Context, tenant string) []*Info {
 		info := &Info{Session: *s, Cwd: e.Cwd()}
 		if ready && s.State == StateRunning {
 			if u, err := e.sb.Usage(); err == nil {
+				m.addTraffic(s.Name, &u)
 				info.Usage = &u
 			}
 		}

@@ -28,6 +28,9 @@ type Network interface {
 	Denials(name string) (d []NetworkDenial, ok bool)
 	// Policy is the attached sandbox's current policy.
 	Policy(name string) (p NetworkPolicy, ok bool)
+	// Traffic is the bytes the sandbox's link carried in and out since
+	// it was attached; ok is false for a sandbox that is not attached.
+	Traffic(name string) (in, out uint64, ok bool)
 }
 
 // NetworkPolicy is a session's egress policy.
@@ -133,6 +136,29 @@ func (m *Manager) attachNetwork(ctx context.Context, rec *Session, sb Sandbox, r
 		return fmt.Errorf("write the session's /etc/resolv.conf: %w", err)
 	}
 	return nil
+}
+
+// addTraffic puts a session's network bytes into its usage.
+func (m *Manager) addTraffic(name string, u *Usage) {
+	if m.net == nil {
+		return
+	}
+	if in, out, ok := m.net.Traffic(name); ok {
+		u.NetworkInBytes, u.NetworkOutBytes = in, out
+	}
+}
+
+// SandboxOwner returns the tenant and id of the session whose sandbox is
+// name (the network's denials name sandboxes).
+func (m *Manager) SandboxOwner(name string) (tenant, id string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, e := range m.live {
+		if e.rec != nil && e.snapshot().Name == name {
+			return k.tenant, k.id, true
+		}
+	}
+	return "", "", false
 }
 
 // detachNetwork removes a deleted sandbox's network, if it had one.
