@@ -181,6 +181,8 @@ type ExecRequest struct {
 type RunRequest struct {
 	Image  string  `json:"image,omitempty"`
 	Limits *Limits `json:"limits,omitempty"`
+	// Network is the run's egress, as CreateSessionRequest's.
+	Network *NetworkPolicy `json:"network,omitempty"`
 	ExecRequest
 }
 
