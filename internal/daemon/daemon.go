@@ -232,7 +232,11 @@ func (d *Daemon) startManager(ctx context.Context) error {
 		return err
 	}
 	d.ready = &readiness{store: d.store, cgroups: d.cgroups, manager: d.manager, stopping: &d.stopping}
-	return d.manager.Recover(ctx)
+	if err := d.manager.Recover(ctx); err != nil {
+		return err
+	}
+	d.finishNetworkAdoption()
+	return nil
 }
 
 // openEdge sets up what every transport passes through: authentication

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 
 	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/network"
@@ -37,6 +38,7 @@ func (d *Daemon) openNetwork() (session.Network, error) {
 		}
 	}
 	nc.MaxConnections = c.MaxConnections
+	nc.StateDir = filepath.Join(d.cfg.DataDir, "network")
 	nc.OnDenial = d.auditDenial
 	m, err := network.New(nc)
 	if err != nil {
@@ -55,17 +57,32 @@ func (d *Daemon) openNetwork() (session.Network, error) {
 	return network.ForSessions(m), nil
 }
 
-// closeNetwork removes every session's link and warren's nftables table.
-// Sessions kept running for the next daemon lose their egress with it
-// until that daemon attaches them again (docs/NETWORKING.md).
+// closeNetwork removes every session's link and warren's nftables table;
+// a shutdown that keeps sessions leaves their links and rules, and saves
+// their state for the next daemon to adopt (docs/NETWORKING.md).
 func (d *Daemon) closeNetwork() {
 	if d.network == nil {
 		return
 	}
-	if err := d.network.Close(); err != nil {
+	if d.keep {
+		if err := d.network.Release(); err != nil {
+			d.log.Error("keep the sessions' network for the next daemon", "error", err)
+		}
+	} else if err := d.network.Close(); err != nil {
 		d.log.Error("remove the sessions' network", "error", err)
 	}
 	d.network = nil
+}
+
+// finishNetworkAdoption removes what the previous daemon left of sessions
+// this one did not adopt; after the session manager's Recover.
+func (d *Daemon) finishNetworkAdoption() {
+	if d.network == nil {
+		return
+	}
+	if err := d.network.FinishAdoption(); err != nil {
+		d.log.Warn("remove the network of sessions not adopted", "error", err)
+	}
 }
 
 // auditDenial writes a network denial to the audit log: the session, the

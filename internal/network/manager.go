@@ -46,6 +46,10 @@ type Config struct {
 	// (DefaultMaxConnections if 0; negative: no cap), so that one session
 	// cannot fill the host's connection tracking table.
 	MaxConnections int
+	// StateDir is where a daemon stopping with keep saves the sessions'
+	// network state for the next one (Release, Adopt); "" : nothing is
+	// saved, and kept sessions lose egress at the next start.
+	StateDir string
 	// OnDenial, if set, hears of every denial (the daemon's audit log).
 	// It must not block.
 	OnDenial func(sandbox string, d Denial)
@@ -74,6 +78,9 @@ type Manager struct {
 	ready    bool
 	sessions map[string]*session
 	used     map[uint32]bool // /30 blocks in use, by index
+	// pending are the sessions a kept daemon left, until adopted or
+	// removed (FinishAdoption); nil when there are none.
+	pending map[string]*savedSession
 	// denied counts denials by Kind since the start (the metrics).
 	denied map[string]*atomic.Uint64
 	// retired are the bytes in and out of sessions detached since the
@@ -184,11 +191,21 @@ func (m *Manager) isBlocked(a netip.Addr) bool {
 func (m *Manager) Reconcile() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, err := m.nft.exists(); err != nil {
+	had, err := m.nft.exists()
+	if err != nil {
 		return nil
 	}
 	if err := m.lockLocked(); err != nil {
 		return err
+	}
+	saved, err := m.loadStateLocked()
+	if err != nil {
+		m.log.Warn("the sessions' network state a kept daemon saved cannot be read; their network is removed", "error", err)
+	}
+	if had && len(saved) > 0 && m.tableIntact() {
+		// Kept sessions keep their rules until adopted or removed.
+		m.pending = saved
+		return nil
 	}
 	return m.sweepLocked()
 }
@@ -241,6 +258,10 @@ func linkName(sandbox string) string {
 func (m *Manager) readyLocked() error {
 	if m.ready {
 		return nil
+	}
+	if m.pending != nil {
+		// Kept sessions wait for adoption: the table stays.
+		return m.adoptReadyLocked()
 	}
 	if len(m.upstream) == 0 {
 		up, err := HostResolvers("/etc/resolv.conf")
@@ -623,9 +644,9 @@ func (m *Manager) Close() error {
 		errs = append(errs, m.Detach(n))
 	}
 	m.mu.Lock()
-	if m.ready {
+	if m.ready || m.pending != nil {
 		errs = append(errs, m.nft.remove())
-		m.ready = false
+		m.ready, m.pending = false, nil
 	}
 	if m.dlog != nil {
 		m.dlog.close()

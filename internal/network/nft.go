@@ -3,6 +3,7 @@ package network
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/google/nftables"
@@ -216,6 +217,16 @@ func (n *nft) addSession(s *nftSession, p Policy) error {
 	if err := n.fillSession(c, s, ch, nat, p, nil); err != nil {
 		return err
 	}
+	n.dispatch(c, s, ch, nat)
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("add nftables chain of session %s: %w", s.name, err)
+	}
+	return nil
+}
+
+// dispatch adds (to the batch in c) the session's rules in the shared
+// chains, tagged with its name.
+func (n *nft) dispatch(c *nftables.Conn, s *nftSession, ch, nat *nftables.Chain) {
 	tag := []byte(s.name)
 	// Forwarded packets from the session go to its chain; DNS to its own
 	// forwarder is accepted (inserted at the top of input: before the
@@ -243,10 +254,105 @@ func (n *nft) addSession(s *nftSession, p Policy) error {
 		}
 		c.InsertRule(&nftables.Rule{Table: n.table, Chain: n.input, UserData: tag, Exprs: e})
 	}
+}
+
+// adoptSession takes over what an earlier daemon left of a session (kept
+// by a shutdown with keep): in one transaction its rules in the shared
+// chains and its chains' contents are replaced, its old sets deleted and
+// new ones made with pins, so its policy never lapses. Its connection
+// count (k_) is kept.
+func (n *nft) adoptSession(s *nftSession, p Policy, pins map[uint16]map[netip.Addr]time.Duration) error {
+	c, err := n.conn()
+	if err != nil {
+		return err
+	}
+	hadConns, err := n.purge(c, s.name, s.short, true)
+	if err != nil {
+		return err
+	}
+	switch {
+	case n.maxConns > 0 && hadConns:
+		s.conns = &nftables.Set{Table: n.table, Name: "k_" + s.short, KeyType: nftables.TypeIPAddr, Dynamic: true}
+	case n.maxConns > 0:
+		s.conns = &nftables.Set{Table: n.table, Name: "k_" + s.short, KeyType: nftables.TypeIPAddr, Dynamic: true}
+		if err := c.AddSet(s.conns, nil); err != nil {
+			return err
+		}
+	case hadConns:
+		c.DelSet(&nftables.Set{Table: n.table, Name: "k_" + s.short})
+	}
+	ch, nat := s.chain(n.table), s.natChain(n.table)
+	if err := n.fillSession(c, s, ch, nat, p, pins); err != nil {
+		return err
+	}
+	n.dispatch(c, s, ch, nat)
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("add nftables chain of session %s: %w", s.name, err)
+		return fmt.Errorf("adopt nftables chain of session %s: %w", s.name, err)
 	}
 	return nil
+}
+
+// purgeSession removes, in one transaction, everything of a session an
+// earlier daemon left that this one did not adopt.
+func (n *nft) purgeSession(name, short string) error {
+	c, err := n.conn()
+	if err != nil {
+		return err
+	}
+	if _, err := n.purge(c, name, short, false); err != nil {
+		return err
+	}
+	return c.Flush()
+}
+
+// purge adds to the batch in c the deletion of a session's tagged rules in
+// the shared chains and of its policy sets (d_, c_, x_), found by name in
+// the kernel; its chains are flushed (keep) or deleted with its
+// connection-count set. It says whether that set (k_) exists.
+func (n *nft) purge(c *nftables.Conn, name, short string, keep bool) (bool, error) {
+	for _, ch := range []*nftables.Chain{n.forward, n.input, n.pre} {
+		rules, err := c.GetRules(n.table, ch)
+		if err != nil {
+			return false, err
+		}
+		for _, r := range rules {
+			if string(r.UserData) == name {
+				if err := c.DelRule(r); err != nil {
+					return false, err
+				}
+			}
+		}
+	}
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, err
+	}
+	for _, ch := range chains {
+		if ch.Table.Name != TableName || (ch.Name != "s_"+short && ch.Name != "p_"+short) {
+			continue
+		}
+		c.FlushChain(ch)
+		if !keep {
+			c.DelChain(ch)
+		}
+	}
+	sets, err := c.GetSets(n.table)
+	if err != nil {
+		return false, err
+	}
+	hadConns := false
+	for _, set := range sets {
+		switch {
+		case set.Name == "k_"+short:
+			hadConns = true
+			if !keep {
+				c.DelSet(set)
+			}
+		case strings.HasPrefix(set.Name, "d_"+short+"_") || strings.HasPrefix(set.Name, "c_"+short+"_") || strings.HasPrefix(set.Name, "x_"+short+"_"):
+			c.DelSet(set)
+		}
+	}
+	return hadConns, nil
 }
 
 // updateSession replaces a session's rules and sets with p's in one

@@ -325,6 +325,7 @@ func (m *Manager) adopt(ctx context.Context, r *Session) error {
 		return err
 	}
 	m.keepImage(r)
+	m.adoptNetwork(r, sb.Pid())
 	cwd, err := sb.Cwd(actx)
 	if err != nil || cwd == "" {
 		cwd = r.BaseDir

@@ -28,6 +28,9 @@ type Network interface {
 	Denials(name string) (d []NetworkDenial, ok bool)
 	// Policy is the attached sandbox's current policy.
 	Policy(name string) (p NetworkPolicy, ok bool)
+	// Adopt re-attaches the network an earlier daemon kept for the
+	// sandbox name, whose PID 1 is pid (a restart with --shutdown=keep).
+	Adopt(name string, pid int) error
 	// Traffic is the bytes the sandbox's link carried in and out since
 	// it was attached; ok is false for a sandbox that is not attached.
 	Traffic(name string) (in, out uint64, ok bool)
@@ -159,6 +162,18 @@ func (m *Manager) SandboxOwner(name string) (tenant, id string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// adoptNetwork re-attaches an adopted session's network; one that cannot
+// come back leaves the session running without egress (its remains are
+// removed once every session is adopted).
+func (m *Manager) adoptNetwork(r *Session, pid int) {
+	if m.net == nil || r.Network == "none" || r.Network == "" {
+		return
+	}
+	if err := m.net.Adopt(r.Name, pid); err != nil {
+		m.log.Warn("an adopted session lost its network", "session_id", r.ID, "tenant", r.Tenant, "sandbox", r.Name, "error", err)
+	}
 }
 
 // detachNetwork removes a deleted sandbox's network, if it had one.
