@@ -688,7 +688,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 	defer cancel()
 	rec := e.rec
 	if w := m.takeWarm(rec, req); w != nil {
-		if s, ok, err := m.createWarm(ctx, k, e, w); ok {
+		if s, ok, err := m.createWarm(ctx, k, e, w, req); ok {
 			return s, err == nil, err
 		}
 		// The warm sandbox would not take the session: start a cold one.
