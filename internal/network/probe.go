@@ -20,7 +20,7 @@ import (
 // and dynamic sets, connlimit. For warren doctor; it changes nothing on
 // the host.
 func Probe() (vethErr, nftErr error) {
-	ns, err := newNS()
+	ns, err := freshNS()
 	if err != nil {
 		return err, err
 	}
@@ -48,8 +48,8 @@ func Probe() (vethErr, nftErr error) {
 	return vethErr, n.removeSession(s)
 }
 
-// newNS makes an anonymous network namespace (gone when closed).
-func newNS() (netns.NsHandle, error) {
+// freshNS makes an anonymous network namespace (gone when closed).
+func freshNS() (netns.NsHandle, error) {
 	errc := make(chan error, 1)
 	var ns netns.NsHandle
 	go func() {

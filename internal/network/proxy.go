@@ -474,7 +474,7 @@ func (p *proxy) handleHTTP(pc *proxyConn, cr *capReader, br *bufio.Reader, od ne
 			}
 			go func() {
 				defer close(done)
-				io.Copy(c, up)
+				pipe(c, up)
 				if !refusing.Load() {
 					c.CloseWrite()
 				}
@@ -516,7 +516,7 @@ func splice(c *net.TCPConn, br *bufio.Reader, up net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		io.Copy(c, up)
+		pipe(c, up)
 		c.CloseWrite()
 	}()
 	copyUp(c, br, up)
@@ -536,7 +536,7 @@ func copyUp(c *net.TCPConn, br *bufio.Reader, up net.Conn) {
 		}
 		br.Discard(n)
 	}
-	io.Copy(up, c)
+	pipe(up, c)
 	if tc, ok := up.(*net.TCPConn); ok {
 		tc.CloseWrite()
 	}
@@ -563,4 +563,16 @@ func (c *capReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.n -= int64(n)
 	return n, err
+}
+
+// pipe copies src to dst until src ends. Between two TCP sockets it calls
+// ReadFrom itself, which the kernel serves with splice(2): io.Copy would
+// take src's WriteTo first, which splices only into Unix sockets and
+// otherwise copies through a buffer (half the throughput, measured).
+func pipe(dst, src net.Conn) {
+	if d, ok := dst.(*net.TCPConn); ok {
+		d.ReadFrom(src)
+		return
+	}
+	io.Copy(dst, src)
 }
