@@ -143,6 +143,11 @@ func (p *proxy) recheck(pol Policy, addrOK func(dst netip.Addr, port uint16) boo
 	defer p.mu.Unlock()
 	for pc := range p.conns {
 		pc.mu.Lock()
+		if !pc.dst.IsValid() {
+			// Not read yet: its name is checked under the new policy.
+			pc.mu.Unlock()
+			continue
+		}
 		refused := !addrOK(pc.dst, pc.port)
 		for _, n := range pc.names {
 			if nameRefusal(pol, n, pc.port) != "" {
@@ -249,7 +254,9 @@ func (p *proxy) handle(pc *proxyConn) {
 		reset(c)
 		return
 	}
+	pc.mu.Lock()
 	pc.dst, pc.port = od.Addr(), od.Port()
+	pc.mu.Unlock()
 	c.SetReadDeadline(time.Now().Add(helloTimeout))
 	cr := &capReader{r: c, n: maxHead}
 	br := bufio.NewReaderSize(cr, 4096)
