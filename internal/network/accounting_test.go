@@ -93,14 +93,14 @@ func TestAccounting(t *testing.T) {
 		t.Fatal("no traffic counters for an attached session")
 	}
 	const n = 1 << 20
-	c, err := s.dial("198.51.100.10:80")
-	if err == nil {
+	if c, err := s.dial("198.51.100.10:80"); err == nil {
+		c.Close()
 		t.Fatal("reached an address before DNS") // pins come from DNS
 	}
 	if _, err := s.resolve(s.info.Gateway.String(), "allowed.test", "udp"); err != nil {
 		t.Fatal(err)
 	}
-	c, err = s.dial("198.51.100.10:80")
+	c, err := s.dial("198.51.100.10:80")
 	must(t, err)
 	fmt.Fprintf(c, "GET /bulk?n=%d HTTP/1.0\r\nHost: allowed.test\r\n\r\n", n)
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
