@@ -493,6 +493,9 @@ func (p *proxy) handleHTTP(pc *proxyConn, cr *capReader, br *bufio.Reader, od ne
 			req.Header["User-Agent"] = []string{""}
 		}
 		raw := req.Method == http.MethodConnect || req.Header.Get("Upgrade") != ""
+		// Write sends the head before it reads the body (it flushes
+		// the head of a request with a streamed body): a client that
+		// sent "Expect: 100-continue" gets the server's answer to it.
 		if err := req.Write(up); err != nil {
 			return
 		}
@@ -583,3 +586,4 @@ func pipe(dst, src net.Conn) {
 	}
 	io.Copy(dst, src)
 }
+

@@ -108,6 +108,20 @@ func TestNameCheck(t *testing.T) {
 	}
 	c.Close()
 
+	// A POST that waits for "100 Continue" is answered before its body is
+	// sent: the proxy does not hold the head back while it waits for the
+	// body (the server answers at once, without reading the body).
+	c, err = s.dial(shared + ":80")
+	must(t, err)
+	c.SetDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: allowed.test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+		t.Errorf("a POST with Expect: 100-continue got no answer before its body: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	c.Close()
+
 	// HTTPS: the server name decides, TLS is not terminated (the
 	// certificate is the server's own, checked against w.Roots).
 	if body, err := s.tlsGet(w, shared+":443", "allowed.test"); err != nil || !strings.HasPrefix(body, "hello from allowed.test (SNI allowed.test)") {
