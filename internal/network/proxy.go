@@ -586,4 +586,3 @@ func pipe(dst, src net.Conn) {
 	}
 	io.Copy(dst, src)
 }
-
