@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,9 +50,29 @@ func TestNetworkRPC(t *testing.T) {
 	if err != nil || !strings.HasPrefix(res.Msg.GetStdout(), "hello from allowed.test") {
 		t.Fatalf("exec: %v %v", res, err)
 	}
+	// The name check from a real client: twin.test shares allowed.test's
+	// address; curl is told the address, as a client with a cached answer
+	// or a hosts file would be.
+	res, err = execs.Exec(ctx, connect.NewRequest(&warrenv1.ExecRequest{SessionId: "g", Command: "curl -sS -m 5 -w ' %{http_code}' --resolve twin.test:80:198.51.100.10 http://twin.test/"}))
+	if err != nil || !strings.HasPrefix(res.Msg.GetStdout(), "warren: the session's network policy refuses host twin.test") || !strings.HasSuffix(res.Msg.GetStdout(), " 403") {
+		t.Errorf("plain HTTP to a refused name on an allowed address: %v %v", res, err)
+	}
+	res, err = execs.Exec(ctx, connect.NewRequest(&warrenv1.ExecRequest{SessionId: "g", Command: "curl -sSk -m 5 --resolve twin.test:443:198.51.100.10 https://twin.test/; echo \" exit=$?\""}))
+	if err != nil || !strings.Contains(res.Msg.GetStdout(), "exit=35") && !strings.Contains(res.Msg.GetStdout(), "exit=56") {
+		t.Errorf("HTTPS to a refused name on an allowed address: %v %v; want a reset during the handshake", res, err)
+	}
+	res, err = execs.Exec(ctx, connect.NewRequest(&warrenv1.ExecRequest{SessionId: "g", Command: "curl -sSk -m 5 https://allowed.test/"}))
+	if err != nil || !strings.HasPrefix(res.Msg.GetStdout(), "hello from allowed.test (SNI allowed.test)") {
+		t.Errorf("HTTPS to an allowed name: %v %v", res, err)
+	}
 	ds, err := nets.ListNetworkDenials(ctx, connect.NewRequest(&warrenv1.ListNetworkDenialsRequest{SessionId: "g"}))
-	if err != nil || len(ds.Msg.GetDenials()) == 0 || ds.Msg.GetDenials()[0].GetHost() != "other.test" || ds.Msg.GetDenials()[0].GetTime() == nil {
-		t.Errorf("ListNetworkDenials: %v %v", ds, err)
+	var kinds []string
+	for _, d := range ds.Msg.GetDenials() {
+		kinds = append(kinds, d.GetProto()+" "+d.GetHost())
+	}
+	if err != nil || len(ds.Msg.GetDenials()) == 0 || ds.Msg.GetDenials()[0].GetHost() != "other.test" || ds.Msg.GetDenials()[0].GetTime() == nil ||
+		!slices.Contains(kinds, "http twin.test") || !slices.Contains(kinds, "tls twin.test") {
+		t.Errorf("ListNetworkDenials: %v %v; want other.test (dns), twin.test (http, tls)", kinds, err)
 	}
 	if _, err := nets.UpdateNetwork(ctx, connect.NewRequest(&warrenv1.UpdateNetworkRequest{SessionId: "g", Allow: []string{"a.*.test"}})); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("UpdateNetwork with a bad rule: %v", err)
