@@ -3,6 +3,7 @@ package network
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +54,10 @@ type proxy struct {
 	ln   *net.TCPListener
 	port uint16
 
+	// ctx ends with stop: dials to the original destinations give up.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu     sync.Mutex
 	conns  map[*proxyConn]struct{}
 	closed bool
@@ -66,7 +72,8 @@ type proxyConn struct {
 	dst      netip.Addr
 	port     uint16
 	mu       sync.Mutex
-	names    []string // the names presented so far ("" for none)
+	names    []string // the names presented so far ("" for none), each once
+	ended    bool     // close was called: an upstream dialled later is closed at once
 }
 
 func (p *proxy) start() error {
@@ -81,6 +88,7 @@ func (p *proxy) start() error {
 	p.ln = ln.(*net.TCPListener)
 	p.port = uint16(p.ln.Addr().(*net.TCPAddr).Port)
 	p.conns = map[*proxyConn]struct{}{}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	go p.serve()
 	return nil
@@ -125,6 +133,7 @@ func (p *proxy) stop() {
 	}
 	p.mu.Lock()
 	p.closed = true
+	p.cancel()
 	p.ln.Close()
 	for pc := range p.conns {
 		pc.close()
@@ -164,6 +173,7 @@ func (p *proxy) recheck(pol Policy, addrOK func(dst netip.Addr, port uint16) boo
 func (pc *proxyConn) close() {
 	reset(pc.client)
 	pc.mu.Lock()
+	pc.ended = true
 	if pc.upstream != nil {
 		pc.upstream.Close()
 	}
@@ -292,7 +302,9 @@ func (p *proxy) handle(pc *proxyConn) {
 // stopping or the connection was ended meanwhile.
 func (p *proxy) note(pc *proxyConn, name string) bool {
 	pc.mu.Lock()
-	pc.names = append(pc.names, name)
+	if !slices.Contains(pc.names, name) {
+		pc.names = append(pc.names, name)
+	}
 	pc.mu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -303,15 +315,20 @@ func (p *proxy) note(pc *proxyConn, name string) bool {
 func (p *proxy) dial(pc *proxyConn, od netip.AddrPort) (net.Conn, error) {
 	var up net.Conn
 	err := inNS(p.m.ns, func() (err error) {
-		up, err = net.DialTimeout("tcp4", od.String(), upstreamDialTimeout)
+		d := net.Dialer{Timeout: upstreamDialTimeout}
+		up, err = d.DialContext(p.ctx, "tcp4", od.String())
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.ended {
+		up.Close()
+		return nil, net.ErrClosed
+	}
 	pc.upstream = up
-	pc.mu.Unlock()
 	return up, nil
 }
 

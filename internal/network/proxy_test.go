@@ -215,7 +215,26 @@ func TestNameCheckOpen(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusForbidden {
 		t.Errorf("HTTP Host twin.test in open mode: %v %v; want 403", resp, err)
 	}
+	// A delete ends the connections through the name check at once, an
+	// idle one and one waiting to send its first bytes alike.
+	idle, err := s.dial("198.51.100.10:443")
+	must(t, err)
+	tc := tls.Client(idle, &tls.Config{ServerName: "allowed.test", RootCAs: w.Roots})
+	must(t, tc.Handshake())
+	silent, err := s.dial("198.51.100.10:80")
+	must(t, err)
+	start := time.Now()
 	must(t, m.Detach("sbx1"))
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("detach with open proxied connections took %v", took)
+	}
+	for _, c := range []net.Conn{tc, silent} {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+			t.Errorf("a proxied connection after its session's delete: %v; want it ended", err)
+		}
+		c.Close()
+	}
 	checkClean(t, w)
 }
 
