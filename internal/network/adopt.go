@@ -319,6 +319,7 @@ func (m *Manager) FinishAdoption() error {
 		errs = append(errs, m.nft.purgeSession(name, short), m.linkDown(linkName(name)))
 		addr := m.blockBase(sv.Index).Next().Next()
 		errs = append(errs, m.dropFlows(addr, nil))
+		delete(m.used, sv.Index)
 	}
 	m.pending = nil
 	links, err := m.nl.LinkList()

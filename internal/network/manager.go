@@ -203,8 +203,12 @@ func (m *Manager) Reconcile() error {
 		m.log.Warn("the sessions' network state a kept daemon saved cannot be read; their network is removed", "error", err)
 	}
 	if had && len(saved) > 0 && m.tableIntact() {
-		// Kept sessions keep their rules until adopted or removed.
+		// Kept sessions keep their rules, and their addresses, until
+		// adopted or removed.
 		m.pending = saved
+		for _, sv := range saved {
+			m.used[sv.Index] = true
+		}
 		return nil
 	}
 	return m.sweepLocked()
