@@ -3,7 +3,6 @@ package network
 import (
 	"fmt"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -49,14 +48,12 @@ func TestConnectionCap(t *testing.T) {
 		t.Errorf("the fourth connection failed after %v; want at once", time.Since(start))
 	}
 	wantDenial(t, m, "sbx1", Denial{Host: "198.51.100.20", Port: 7, Proto: "tcp", Reason: reasonConnCap, Kind: "connection_cap"})
-	if c, err := s.dial("198.51.100.20:443"); err == nil {
-		c.SetReadDeadline(time.Now().Add(time.Second))
-		_, rerr := c.Read(make([]byte, 1))
+	if c, err := s.dial("198.51.100.10:443"); err == nil {
 		c.Close()
-		if rerr == nil || strings.Contains(rerr.Error(), "timeout") {
-			t.Errorf("a fourth connection, to 443, was let through a cap of 3")
-		}
+		t.Errorf("a fourth connection, to 443, was let through a cap of 3")
 	}
+	// Recorded with where it was going, not where the name check listens.
+	wantDenial(t, m, "sbx1", Denial{Host: "198.51.100.10", Port: 443, Proto: "tcp", Reason: reasonConnCap, Kind: "connection_cap"})
 	open[0].Close()
 	// The closed connection leaves the count once conntrack sees it end.
 	deadline := time.Now().Add(3 * time.Second)

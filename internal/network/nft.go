@@ -245,7 +245,6 @@ func (n *nft) dispatch(c *nftables.Conn, s *nftSession, ch, nat *nftables.Chain)
 		cat(in, l4(unix.IPPROTO_TCP), logDenied(s.short, 'b'), rejectTCP()),
 		cat(in, ctEstablished(), accept()),
 		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(s.proxyPort), ctDNAT(), accept()),
-		n.connCap(s, cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(s.proxyPort)), rejectTCP()),
 		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(53), accept()),
 		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_UDP), dport(53), accept()),
 	} {
@@ -409,6 +408,14 @@ func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch, nat *nftables.Cha
 	addNat := func(e ...[]expr.Any) { c.AddRule(&nftables.Rule{Table: n.table, Chain: nat, Exprs: cat(e...)}) }
 	ret := []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}
 	addNat(ipv4(), loadAddr(16), lookup(n.blocked, false), ret)
+	// A connection over the session's cap is not redirected: it goes on
+	// to the filter chain, whose cap rule (the same count: the tuple is
+	// counted once) refuses and logs it with its real destination.
+	if s.conns != nil {
+		for _, port := range []uint16{httpPort, httpsPort} {
+			addNat(l4(unix.IPPROTO_TCP), dport(port), n.countOver(s), ret)
+		}
+	}
 	redirect := func(match ...[]expr.Any) {
 		for _, port := range []uint16{httpPort, httpsPort} {
 			addNat(cat(match...), l4(unix.IPPROTO_TCP), dport(port), redirectTo(s.proxyPort))
@@ -680,10 +687,16 @@ func (n *nft) connCap(s *nftSession, match []expr.Any, verdict []expr.Any) []exp
 	if s.conns == nil {
 		return nil
 	}
-	return cat(match, ctNew(), ipv4(), loadAddr(12), []expr.Any{&expr.Dynset{
+	return cat(match, ctNew(), n.countOver(s), logDenied(s.short, 'c'), verdict)
+}
+
+// countOver counts the packet's connection in the session's conns set
+// and matches when the session is over its cap.
+func (n *nft) countOver(s *nftSession) []expr.Any {
+	return cat(ipv4(), loadAddr(12), []expr.Any{&expr.Dynset{
 		SrcRegKey: 1, SetName: s.conns.Name, SetID: s.conns.ID, Operation: unix.NFT_DYNSET_OP_ADD,
 		Exprs: []expr.Any{&expr.Connlimit{Count: n.maxConns, Flags: expr.NFT_CONNLIMIT_F_INV}},
-	}}, logDenied(s.short, 'c'), verdict)
+	}})
 }
 
 func ctNew() []expr.Any {
