@@ -432,7 +432,8 @@ func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch, nat *nftables.Cha
 	// longer allows by deleting their conntrack entries (conntrack.go).
 	add(ctEstablished(), accept())
 	// The cap on concurrent connections, before anything accepts a new one
-	// (connections through the name check are counted in input).
+	// (connections to 80 and 443 are counted in the nat chain, before the
+	// redirect; the same tuple counts once).
 	if e := n.connCap(s, l4(unix.IPPROTO_TCP), rejectTCP()); e != nil {
 		add(e)
 		add(n.connCap(s, l4not(unix.IPPROTO_TCP), rejectOther()))
