@@ -350,8 +350,12 @@ func (p *proxy) handleTLS(pc *proxyConn, cr *capReader, br *bufio.Reader, od net
 	name, ok := clientHelloName(io.TeeReader(br, &rec))
 	cr.n = -1
 	if !ok {
-		// Not a ClientHello crypto/tls can read: no name known.
-		name = ""
+		// A handshake crypto/tls cannot read may still carry a name a
+		// server would read (a malformed hello is a way around the
+		// check): refused, unlike a well-formed hello without a name.
+		p.deny(od.Addr().String(), od.Port(), "tls", reasonSNI, "the TLS ClientHello could not be read")
+		reset(c)
+		return
 	}
 	if reason := nameRefusal(p.s.currentPolicy(), name, od.Port()); reason != "" {
 		p.deny(name, od.Port(), "tls", reasonSNI, reason)

@@ -140,6 +140,18 @@ func TestNameCheck(t *testing.T) {
 	if body, err := s.tlsGet(w, shared+":443", ""); err != nil || !strings.Contains(body, "(SNI )") {
 		t.Errorf("HTTPS without SNI to an allowed address: %q %v", body, err)
 	}
+	// A handshake the check cannot read is refused (fail closed): it could
+	// carry a name a server reads.
+	c, err = s.dial(shared + ":443")
+	must(t, err)
+	c.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x40, 0x01, 0x00, 0x00})
+	c.(*net.TCPConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	if n, err := c.Read(make([]byte, 1)); n > 0 || err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Errorf("a truncated ClientHello: read %d %v; want the connection reset", n, err)
+	}
+	c.Close()
+	wantDenial(t, m, "sbx1", Denial{Host: shared, Port: 443, Proto: "tls", Reason: reasonSNI + ": the TLS ClientHello could not be read"})
 	// An address no allowed name resolved to is still refused by the
 	// rules, before any name is read.
 	wantRefused(t, s, "198.51.100.20", 443, "an address no allowed name resolved to, on 443")
