@@ -35,7 +35,7 @@ func (m *Manager) traffic(s *session) (in, out uint64, err error) {
 
 var (
 	denialsDesc = prometheus.NewDesc("warren_network_denials_total",
-		"What sessions' network policies refused, by kind (dns_not_allowed, dns_denied, dns_rebinding, blocked, other_resolver, not_allowed, denied_address, ipv6, quic, connection_cap, sni_refused, host_refused).",
+		"What sessions' network policies refused, by kind (dns_not_allowed, dns_denied, dns_rebinding, blocked, other_resolver, not_allowed, denied_address, ipv6, quic, connection_cap, sni_refused, host_refused, no_name).",
 		[]string{"kind"}, nil)
 	bytesDesc = prometheus.NewDesc("warren_network_bytes_total",
 		"Bytes over sessions' links, into the sessions (in) and out of them (out), deleted sessions included.",

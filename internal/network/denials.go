@@ -18,13 +18,13 @@ type Denial struct {
 	// Reason may quote a rule): dns_not_allowed, dns_denied,
 	// dns_rebinding, blocked, other_resolver, not_allowed,
 	// denied_address, ipv6, quic, connection_cap, sni_refused,
-	// host_refused.
+	// host_refused, no_name.
 	Kind string
 }
 
 // Kinds lists every Denial.Kind.
 var Kinds = []string{"dns_not_allowed", "dns_denied", "dns_rebinding", "blocked", "other_resolver", "not_allowed",
-	"denied_address", "ipv6", "quic", "connection_cap", "sni_refused", "host_refused"}
+	"denied_address", "ipv6", "quic", "connection_cap", "sni_refused", "host_refused", "no_name"}
 
 // MaxDenials is how many denials a session keeps; older ones are dropped.
 const MaxDenials = 256

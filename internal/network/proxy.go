@@ -279,12 +279,33 @@ func (p *proxy) handle(pc *proxyConn) {
 		p.handleTLS(pc, cr, br, od)
 		return
 	}
+	// Servers skip empty lines before a request (RFC 9112 2.2): so does
+	// the check, or "\r\nGET ..." would pass as another protocol.
+	for {
+		b, err := br.Peek(1)
+		if err != nil {
+			reset(c)
+			return
+		}
+		if b[0] != '\r' && b[0] != '\n' {
+			break
+		}
+		br.Discard(1)
+	}
 	if looksLikeHTTP(br) {
 		p.handleHTTP(pc, cr, br, od)
 		return
 	}
-	// Neither TLS nor HTTP/1: no name to check; the address was allowed.
+	// Neither TLS nor HTTP/1: no name to check. In allowlist mode that
+	// passes only to an address an address rule allows (the caller
+	// allowed the address itself, whatever speaks there); an address
+	// allowed through a name needs the name.
 	cr.n = -1
+	if pol := p.s.currentPolicy(); pol.Mode == ModeAllowlist && !addressRuleAllows(pol, od.Addr(), od.Port()) {
+		p.deny(od.Addr().String(), od.Port(), "tcp", "no name to check", "neither TLS nor HTTP/1 on port "+fmt.Sprint(od.Port())+", and the address is allowed only by name")
+		reset(c)
+		return
+	}
 	if !p.note(pc, "") {
 		reset(c)
 		return
@@ -334,9 +355,9 @@ func (p *proxy) dial(pc *proxyConn, od netip.AddrPort) (net.Conn, error) {
 
 // deny records a refused name.
 func (p *proxy) deny(name string, port uint16, proto, why, reason string) {
-	kind := "sni_refused"
-	if proto == "http" {
-		kind = "host_refused"
+	kind := map[string]string{"tls": "sni_refused", "http": "host_refused"}[proto]
+	if kind == "" {
+		kind = "no_name"
 	}
 	p.s.deny(Denial{Host: name, Port: port, Proto: proto, Reason: why + ": " + reason, Kind: kind})
 }
@@ -606,4 +627,15 @@ func pipe(dst, src net.Conn) {
 		return
 	}
 	io.Copy(dst, src)
+}
+
+// addressRuleAllows says whether an allow rule on addresses (not a name)
+// lets the session reach dst on port.
+func addressRuleAllows(pol Policy, dst netip.Addr, port uint16) bool {
+	for _, r := range pol.Allow {
+		if !r.IsName() && (r.Port == 0 || r.Port == port) && r.Prefix.Contains(dst) {
+			return true
+		}
+	}
+	return false
 }

@@ -140,6 +140,28 @@ func TestNameCheck(t *testing.T) {
 	if body, err := s.tlsGet(w, shared+":443", ""); err != nil || !strings.Contains(body, "(SNI )") {
 		t.Errorf("HTTPS without SNI to an allowed address: %q %v", body, err)
 	}
+	// Empty lines before a request are skipped, as servers do: the Host
+	// is still checked.
+	c, err = s.dial(shared + ":80")
+	must(t, err)
+	c.SetDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(c, "\r\n\r\nGET / HTTP/1.1\r\nHost: twin.test\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a request after empty lines with a refused Host: %v %v; want 403", resp, err)
+	}
+	c.Close()
+	// Another protocol has no name to check: to an address allowed only
+	// through a name it is refused.
+	c, err = s.dial(shared + ":80")
+	must(t, err)
+	c.Write([]byte("\x00\x01 not http"))
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	if n, err := c.Read(make([]byte, 1)); n > 0 || err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Errorf("another protocol on port 80: read %d %v; want the connection reset", n, err)
+	}
+	c.Close()
+	wantDenial(t, m, "sbx1", Denial{Host: shared, Port: 80, Proto: "tcp", Kind: "no_name",
+		Reason: "no name to check: neither TLS nor HTTP/1 on port 80, and the address is allowed only by name"})
 	// A handshake the check cannot read is refused (fail closed): it could
 	// carry a name a server reads.
 	c, err = s.dial(shared + ":443")
