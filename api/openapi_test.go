@@ -302,6 +302,7 @@ var goTypes = map[string]reflect.Type{
 	"Token":                reflect.TypeFor[Token](),
 	"TenantQuota":          reflect.TypeFor[TenantQuota](),
 	"TenantPolicy":         reflect.TypeFor[TenantPolicy](),
+	"TenantNetwork":        reflect.TypeFor[TenantNetwork](),
 	"Port":                 reflect.TypeFor[Port](),
 	"PortList":             reflect.TypeFor[PortList](),
 	"PortUpdate":           reflect.TypeFor[PortUpdate](),

@@ -124,6 +124,10 @@ type Usage struct {
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	// DiskBytes is the size of the session's writable layer.
 	DiskBytes int64 `json:"disk_bytes"`
+	// NetworkInBytes and NetworkOutBytes are the bytes the session's
+	// network link carried into and out of it (absent without a network).
+	NetworkInBytes  uint64 `json:"network_in_bytes,omitempty"`
+	NetworkOutBytes uint64 `json:"network_out_bytes,omitempty"`
 }
 
 // Session describes one session.
@@ -177,6 +181,8 @@ type ExecRequest struct {
 type RunRequest struct {
 	Image  string  `json:"image,omitempty"`
 	Limits *Limits `json:"limits,omitempty"`
+	// Network is the run's egress, as CreateSessionRequest's.
+	Network *NetworkPolicy `json:"network,omitempty"`
 	ExecRequest
 }
 
@@ -505,6 +511,23 @@ type TenantPolicy struct {
 	// authentication (PUT /v1/sessions/{id}/ports/{port}); absent: the
 	// daemon's tenant_defaults.allow_public_ports.
 	AllowPublicPorts *bool `json:"allow_public_ports,omitempty"`
+	// Network is the ceiling of the tenant's sessions' network; absent:
+	// none (every mode may be asked for).
+	Network *TenantNetwork `json:"network,omitempty"`
+}
+
+// TenantNetwork is a tenant's network ceiling: a session asking beyond it
+// (at create or PATCH) is refused with 403 permission_denied and the
+// reason.
+type TenantNetwork struct {
+	// MaxMode is the widest mode: "none", "allowlist" or "open"; absent:
+	// open, or allowlist when Allow is given.
+	MaxMode string `json:"max_mode,omitempty"`
+	// Allow, when given, is the maximum allow-list: each allow rule of a
+	// session must fall within one of these (a name it matches, a
+	// narrower wildcard, a range inside, the same port or one with every
+	// port).
+	Allow []string `json:"allow,omitempty"`
 }
 
 // Tenant is a tenant's settings (body of PUT /v1/tenants/{name}, and the

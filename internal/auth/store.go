@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/network/rules"
 )
 
 // KeyStore keeps API keys: their public record and the SHA-256 of their
@@ -71,6 +72,11 @@ type Policy struct {
 	// authentication; nil leaves the daemon's default
 	// (tenant_defaults.allow_public_ports).
 	PublicPorts *bool
+	// NetworkMaxMode and NetworkAllow hold the tenant's sessions to a
+	// network ceiling (rules.Ceiling): the widest mode ("" : open) and,
+	// when not empty, the maximum allow-list.
+	NetworkMaxMode string
+	NetworkAllow   []string
 }
 
 // Allows reports whether the policy lets program run. program is a base
@@ -105,6 +111,9 @@ func (t *Tenant) Validate() error {
 	if q.MaxSessions < 0 || q.MaxMemoryMB < 0 || q.MaxLifetime < 0 || q.MaxExecTimeout < 0 || q.MaxWorkspaces < 0 || q.MaxSnapshots < 0 ||
 		q.MaxCPUs < 0 || math.IsNaN(q.MaxCPUs) || math.IsInf(q.MaxCPUs, 0) {
 		return errdefs.New(errdefs.ErrInvalidArgument, "tenant %q: quota fields must be finite and not negative", t.Name)
+	}
+	if _, err := rules.ParseCeiling(t.Policy.NetworkMaxMode, t.Policy.NetworkAllow); err != nil {
+		return errdefs.New(errdefs.ErrInvalidArgument, "tenant %q: policy.network: %s", t.Name, err)
 	}
 	for _, list := range [][]string{t.Policy.Allow, t.Policy.Deny} {
 		for _, p := range list {

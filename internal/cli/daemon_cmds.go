@@ -242,8 +242,10 @@ func doctorCmd() *cobra.Command {
 		Use:   "doctor",
 		Short: "Check that this host can run warren, and say how to fix what is missing",
 		Long: `Check the host: kernel, privileges, namespaces, overlayfs, seccomp, cgroups
-(v1 or v2, and which controllers warren can use), the data directory, and
-finally start a real sandbox on the data directory's filesystem. Exits 1 if the
+(v1 or v2, and which controllers warren can use), the data directory, what
+sessions with a network need (veth, nf_tables, IPv4 forwarding, other
+firewalls), and finally start a real sandbox on the data directory's
+filesystem. Exits 1 if the
 daemon cannot run. The data directory and cgroup parent are the daemon's: from
 --config (or WARREN_CONFIG), the environment, or the flags here.`,
 		Args: cobra.NoArgs,

@@ -323,7 +323,8 @@ func newTenantsGetCommand(a *app) *cobra.Command {
 
 // tenantFlags are the settings "tenants set" changes, each only when its
 // flag is given.
-var tenantFlags = []string{"max-sessions", "max-memory-mb", "max-cpus", "max-lifetime", "max-exec-timeout", "max-workspaces", "max-snapshots", "allow", "deny"}
+var tenantFlags = []string{"max-sessions", "max-memory-mb", "max-cpus", "max-lifetime", "max-exec-timeout", "max-workspaces", "max-snapshots", "allow", "deny",
+	"network-max-mode", "network-allow"}
 
 func newTenantsSetCommand(a *app) *cobra.Command {
 	var (
@@ -334,6 +335,8 @@ func newTenantsSetCommand(a *app) *cobra.Command {
 		maxCPUs              float64
 		maxLifetime, maxExec time.Duration
 		allow, deny          []string
+		netMode              string
+		netAllow             []string
 	)
 	cmd := &cobra.Command{
 		Use:   "set NAME",
@@ -343,7 +346,9 @@ the tenant's settings as JSON. A quota of 0 restores the daemon's default;
 --allow "" and --deny "" empty their lists. The command policy is a
 convenience, not a security boundary: the sandbox is the boundary.`,
 		Example: `  warren tenants set team-a --max-sessions 20 --max-memory-mb 4096 --max-lifetime 8h
-  warren tenants set team-a --deny curl,wget`,
+  warren tenants set team-a --deny curl,wget
+  warren tenants set interns --network-max-mode none
+  warren tenants set ci --network-allow pypi.org:443,*.pythonhosted.org:443`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, f := args[0], cmd.Flags()
@@ -393,6 +398,22 @@ convenience, not a security boundary: the sandbox is the boundary.`,
 			if f.Changed("deny") {
 				t.Policy.Deny = programs(deny)
 			}
+			if f.Changed("network-max-mode") || f.Changed("network-allow") {
+				n := api.TenantNetwork{}
+				if t.Policy.Network != nil {
+					n = *t.Policy.Network
+				}
+				if f.Changed("network-max-mode") {
+					n.MaxMode = netMode
+				}
+				if f.Changed("network-allow") {
+					n.Allow = programs(netAllow)
+				}
+				t.Policy.Network = &n
+				if n.MaxMode == "" && len(n.Allow) == 0 {
+					t.Policy.Network = nil
+				}
+			}
 			t, err = c.PutTenant(cmd.Context(), name, t)
 			if err != nil {
 				return fmt.Errorf("set tenant %s: %w", name, err)
@@ -410,6 +431,8 @@ convenience, not a security boundary: the sandbox is the boundary.`,
 	f.IntVar(&maxSnapshots, "max-snapshots", 0, "most snapshots the tenant may keep")
 	f.StringSliceVar(&allow, "allow", nil, "programs (base names) commands may start, comma-separated; when set, no others (replaces the list)")
 	f.StringSliceVar(&deny, "deny", nil, "programs (base names) commands may not start, comma-separated; wins over --allow (replaces the list)")
+	f.StringVar(&netMode, "network-max-mode", "", `widest network mode the tenant's sessions may ask for: none, allowlist or open ("": no ceiling)`)
+	f.StringSliceVar(&netAllow, "network-allow", nil, `the tenant's maximum allow-list: each allow rule of a session must fall within one of these, comma-separated (replaces the list; "" empties it)`)
 	return cmd
 }
 

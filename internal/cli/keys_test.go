@@ -220,6 +220,21 @@ func TestAuthCommands(t *testing.T) {
 			wantStdout: indentJSON(t, api.Tenant{Name: "new", Quota: api.TenantQuota{MaxCPUs: 0.5, MaxLifetimeSeconds: 28800}}),
 		},
 		{
+			name: "tenants set a network ceiling",
+			args: []string{"tenants", "set", "team-a", "--network-allow", "pypi.org:443, *.pythonhosted.org:443"},
+			routes: map[string]reply{
+				"GET /v1/tenants/team-a": {status: 200, body: mustJSON(t, tenantA)},
+				"PUT /v1/tenants/team-a": {status: 200, body: mustJSON(t, tenantA)},
+			},
+			wantCalls: []call{
+				{Method: "GET", Path: "/v1/tenants/team-a"},
+				{Method: "PUT", Path: "/v1/tenants/team-a", Body: `{"name":"team-a",
+					"quota":{"max_sessions":10,"max_memory_mb":2048,"max_lifetime_seconds":3600},
+					"policy":{"deny":["curl"],"network":{"allow":["pypi.org:443","*.pythonhosted.org:443"]}}}`},
+			},
+			wantStdout: indentJSON(t, tenantA),
+		},
+		{
 			name:       "tenants set when the read fails",
 			args:       []string{"tenants", "set", "team-a", "--max-sessions", "1"},
 			routes:     map[string]reply{"GET /v1/tenants/team-a": forbidden},
@@ -230,7 +245,7 @@ func TestAuthCommands(t *testing.T) {
 		{
 			name:       "tenants set without a setting",
 			args:       []string{"tenants", "set", "team-a"},
-			wantStderr: "warren: nothing to set: give at least one of --max-sessions, --max-memory-mb, --max-cpus, --max-lifetime, --max-exec-timeout, --max-workspaces, --max-snapshots, --allow, --deny\n",
+			wantStderr: "warren: nothing to set: give at least one of --max-sessions, --max-memory-mb, --max-cpus, --max-lifetime, --max-exec-timeout, --max-workspaces, --max-snapshots, --allow, --deny, --network-max-mode, --network-allow\n",
 			wantCode:   1,
 		},
 		{

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/auth"
+	"github.com/warrenhq/warren/internal/network/rules"
 	"github.com/warrenhq/warren/internal/session"
 )
 
@@ -152,6 +153,9 @@ const DefaultIDBase = 1_000_000_000
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {
+	if err := checkDefaultNetwork(c.Session.DefaultNetwork, c.Session.DefaultNetworkAllow); err != nil {
+		return err
+	}
 	if c.IDBase < 65536 || c.IDBase+65536 > 1<<32-1 || (c.IDBase-DefaultIDBase)%65536 != 0 {
 		return fmt.Errorf("id base %d: must be %d plus or minus a multiple of 65536, between 65536 and %d (blocks of 65536 ids sit on one grid for every daemon on the host)", c.IDBase, DefaultIDBase, int64(1<<32-1-65536))
 	}
@@ -301,4 +305,23 @@ func (c *Config) checkExposure() error {
 	}
 	return fmt.Errorf("refusing to serve %s without authentication: anyone who reaches it would own every session; "+
 		"listen on 127.0.0.1, enable authentication, or pass --insecure if something else guards the port", c.Listen)
+}
+
+// checkDefaultNetwork validates network.default_mode and default_allow.
+func checkDefaultNetwork(mode string, allow []string) error {
+	switch mode {
+	case "", "none", "open":
+		if len(allow) > 0 {
+			return fmt.Errorf("network.default_allow needs network.default_mode allowlist, not %q", mode)
+		}
+	case "allowlist":
+	default:
+		return fmt.Errorf("network.default_mode %q is not one of none, open, allowlist", mode)
+	}
+	for _, a := range allow {
+		if _, err := rules.Parse(a); err != nil {
+			return fmt.Errorf("network.default_allow rule %q: %w", a, err)
+		}
+	}
+	return nil
 }

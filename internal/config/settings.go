@@ -113,6 +113,9 @@ var settings = []Setting{
 	setting("network.egress_interface", "network-egress-interface", "interface sessions' egress is masqueraded out of (empty: whichever the route takes, the default route's)", func(c *Config) any { return &c.Network.EgressInterface }),
 	setting("network.dns_upstream", "network-dns-upstream", "resolvers (ip or ip:port) the sessions' DNS forwarder asks (empty: the host's, from /etc/resolv.conf, or systemd-resolved's upstreams when it names the 127.0.0.53 stub); comma-separated in the flag and environment", func(c *Config) any { return &c.Network.DNSUpstream }),
 	setting("network.allow_private", "network-allow-private", "IPv4 ranges (CIDR) taken out of the always-blocked list, so sessions may reach them (such as a private package mirror); the host's own addresses and the sessions' range stay blocked; comma-separated in the flag and environment", func(c *Config) any { return &c.Network.AllowPrivate }),
+	setting("network.default_mode", "network-default-mode", "network of a session created without one: none, open or allowlist (with network.default_allow); a tenant whose ceiling is below it gets none", func(c *Config) any { return &c.Session.DefaultNetwork }),
+	setting("network.default_allow", "network-default-allow", "allow rules of network.default_mode allowlist (names, *.wildcards, IPv4 addresses or CIDRs, each with an optional :port); comma-separated in the flag and environment", func(c *Config) any { return &c.Session.DefaultNetworkAllow }),
+	setting("network.max_connections", "network-max-connections", "cap on each networked session's concurrent connections (0: 1024; negative: no cap), so that one session cannot fill the host's connection tracking table", func(c *Config) any { return &c.Network.MaxConnections }).negativeOK(),
 	setting("network.netns", "network-netns", "path of a network namespace that holds the sessions' uplink (their host-side links, warren's nftables table, the DNS forwarder), such as /run/netns/egress (empty: the daemon's own)", func(c *Config) any { return &c.Network.NetNS }),
 }
 
@@ -123,6 +126,7 @@ type Network struct {
 	DNSUpstream     []string
 	AllowPrivate    []string
 	NetNS           string
+	MaxConnections  int
 }
 
 // Settings returns every setting, in the order of the TOML file.

@@ -99,6 +99,8 @@ func (t *tenantLimits) Limits(ctx context.Context, tenant string) (session.Tenan
 		Allow:          rec.Policy.Allow,
 		Deny:           rec.Policy.Deny,
 		PublicPorts:    t.publicPorts,
+		NetworkMaxMode: rec.Policy.NetworkMaxMode,
+		NetworkAllow:   rec.Policy.NetworkAllow,
 	}
 	if p := rec.Policy.PublicPorts; p != nil {
 		l.PublicPorts = *p

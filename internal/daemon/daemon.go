@@ -222,13 +222,22 @@ func (d *Daemon) startManager(ctx context.Context) error {
 	}
 	// The metrics hear of Recover's actions, so they come first.
 	d.metrics = metrics.New(prometheus.NewRegistry())
+	if d.network != nil {
+		if err := d.metrics.Registry().Register(d.network); err != nil {
+			return err
+		}
+	}
 	d.manager = session.NewManager(d.cfg.Session, session.Deps{Store: d.store, Runtime: sandbox.ForSessions(d.rt), Images: d.images,
 		Tenants: d.tenants, Observer: d.metrics, Layers: layers, Log: d.log, Network: net})
 	if err := d.metrics.WatchSessions(d.manager); err != nil {
 		return err
 	}
 	d.ready = &readiness{store: d.store, cgroups: d.cgroups, manager: d.manager, stopping: &d.stopping}
-	return d.manager.Recover(ctx)
+	if err := d.manager.Recover(ctx); err != nil {
+		return err
+	}
+	d.finishNetworkAdoption()
+	return nil
 }
 
 // openEdge sets up what every transport passes through: authentication

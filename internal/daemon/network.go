@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"path/filepath"
 
+	"github.com/warrenhq/warren/internal/audit"
 	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/session"
 )
@@ -34,6 +37,9 @@ func (d *Daemon) openNetwork() (session.Network, error) {
 			}
 		}
 	}
+	nc.MaxConnections = c.MaxConnections
+	nc.StateDir = filepath.Join(d.cfg.DataDir, "network")
+	nc.OnDenial = d.auditDenial
 	m, err := network.New(nc)
 	if err != nil {
 		// A host without what egress needs still runs sessions: they
@@ -51,15 +57,50 @@ func (d *Daemon) openNetwork() (session.Network, error) {
 	return network.ForSessions(m), nil
 }
 
-// closeNetwork removes every session's link and warren's nftables table.
-// Sessions kept running for the next daemon lose their egress with it
-// until that daemon attaches them again (docs/NETWORKING.md).
+// closeNetwork removes every session's link and warren's nftables table;
+// a shutdown that keeps sessions leaves their links and rules, and saves
+// their state for the next daemon to adopt (docs/NETWORKING.md).
 func (d *Daemon) closeNetwork() {
 	if d.network == nil {
 		return
 	}
-	if err := d.network.Close(); err != nil {
+	if d.keep {
+		if err := d.network.Release(); err != nil {
+			d.log.Error("keep the sessions' network for the next daemon", "error", err)
+		}
+	} else if err := d.network.Close(); err != nil {
 		d.log.Error("remove the sessions' network", "error", err)
 	}
 	d.network = nil
+}
+
+// finishNetworkAdoption removes what the previous daemon left of sessions
+// this one did not adopt; after the session manager's Recover.
+func (d *Daemon) finishNetworkAdoption() {
+	if d.network == nil {
+		return
+	}
+	if err := d.network.FinishAdoption(); err != nil {
+		d.log.Warn("remove the network of sessions not adopted", "error", err)
+	}
+}
+
+// auditDenial writes a network denial to the audit log: the session, the
+// protocol, host and port and the kind of reason; never payloads.
+func (d *Daemon) auditDenial(sandbox string, den network.Denial) {
+	if d.edge == nil || d.manager == nil || d.edge.AuditLog() == nil {
+		return
+	}
+	tenant, id, ok := d.manager.SandboxOwner(sandbox)
+	if !ok {
+		return
+	}
+	target := fmt.Sprintf("%s %s", den.Proto, den.Host)
+	if den.Port != 0 {
+		target = fmt.Sprintf("%s %s", den.Proto, net.JoinHostPort(den.Host, fmt.Sprint(den.Port)))
+	}
+	rec := audit.Record{Time: den.Time, Tenant: tenant, Session: id, Op: "network denial", Target: target + " (" + den.Kind + ")", Outcome: "permission_denied"}
+	if err := d.edge.AuditLog().Record(rec); err != nil {
+		d.log.Error("audit record lost", "op", rec.Op, "error", err)
+	}
 }

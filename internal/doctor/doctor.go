@@ -23,6 +23,7 @@ import (
 	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/image"
+	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/seccomp"
 )
@@ -87,6 +88,11 @@ func Run(ctx context.Context, o Options) []Check {
 	add(checkDataDir(o.DataDir))
 	add(checkProgram())
 	add(checkDynMods())
+	if root {
+		for _, c := range checkNetwork() {
+			add(c)
+		}
+	}
 	if root && cgOK {
 		add(checkSandbox(ctx, o))
 	}
@@ -515,4 +521,48 @@ func describeIsolation(out []byte, pol *seccomp.Policy, l cgroup.Limits) string 
 	}
 	line("limits", fmt.Sprintf("memory %d MiB, pids %d, cpus %g", l.MemoryBytes>>20, l.Pids, l.CPUs))
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// checkNetwork checks what sessions with a network (mode open or
+// allowlist) need; the daemon runs without it, and such sessions are then
+// refused with a reason. The probe builds warren's table and a veth pair
+// in a namespace of its own, which vanishes after.
+func checkNetwork() []Check {
+	veth := Check{Name: "network: veth"}
+	nft := Check{Name: "network: nf_tables"}
+	vethErr, nftErr := network.Probe()
+	if vethErr != nil {
+		veth.Detail = vethErr.Error()
+		veth.Fix = "load the module: modprobe veth (sessions with a network need a veth pair each)"
+	} else {
+		veth.OK, veth.Detail = true, "veth pairs can be made"
+	}
+	if nftErr != nil {
+		nft.Detail = nftErr.Error()
+		nft.Fix = "load nf_tables and its NAT, reject, log and connlimit parts: modprobe -a nf_tables nft_chain_nat nft_redir nft_masq nft_reject_inet nft_log nft_connlimit nfnetlink_log (a kernel with CONFIG_NF_TABLES_INET)"
+	} else {
+		nft.OK, nft.Detail = true, "warren's table (inet warren) can be built: NAT, redirect, masquerade, reject, log, sets, connlimit"
+	}
+	fwd := Check{Name: "network: IPv4 forwarding"}
+	switch on, err := network.Forwarding(); {
+	case err != nil:
+		fwd.Detail = err.Error()
+	case on:
+		fwd.OK, fwd.Detail = true, "net.ipv4.ip_forward is 1"
+	default:
+		fwd.Detail = "net.ipv4.ip_forward is 0: the daemon turns it on (and logs it) when the first session with a network starts"
+		fwd.Fix = "to choose it yourself: sysctl -w net.ipv4.ip_forward=1, and net.ipv4.ip_forward = 1 in /etc/sysctl.d/90-warren.conf to keep it"
+	}
+	out := []Check{veth, nft, fwd}
+	if drops, err := network.ForeignForwardDrops(); err == nil && nftErr == nil {
+		fw := Check{Name: "network: other firewalls"}
+		if len(drops) == 0 {
+			fw.OK, fw.Detail = true, "no other table drops forwarded packets by default"
+		} else {
+			fw.Detail = "forward chains with policy drop: " + strings.Join(drops, "; ") + " (a packet must pass every table: sessions' egress is dropped there)"
+			fw.Fix = `accept the sessions' links in that firewall, such as: nft insert rule <family> <table> <chain> iifname "wrn*" accept; nft insert rule <family> <table> <chain> oifname "wrn*" ct state established,related accept`
+		}
+		out = append(out, fw)
+	}
+	return out
 }

@@ -31,7 +31,7 @@ func TestThisHost(t *testing.T) {
 	if Failed(checks) {
 		t.Fatalf("doctor fails on this host:\n%s", out.String())
 	}
-	want := []string{"kernel", "cgroups", "sandbox:", "data dir", "cgroup favordynmods"}
+	want := []string{"kernel", "cgroups", "sandbox:", "data dir", "cgroup favordynmods", "network: veth", "network: nf_tables"}
 	if _, err := agentbin.Embedded(); err == nil {
 		want = append(want, "sandbox program: embedded")
 	}

@@ -49,7 +49,8 @@ func toSession(in *session.Info) *warrenv1.Session {
 		User:       w.User,
 	}
 	if u := w.Usage; u != nil {
-		out.Usage = &warrenv1.Usage{MemoryBytes: u.MemoryBytes, Pids: u.Pids, CpuSeconds: u.CPUSeconds, DiskBytes: u.DiskBytes}
+		out.Usage = &warrenv1.Usage{MemoryBytes: u.MemoryBytes, Pids: u.Pids, CpuSeconds: u.CPUSeconds, DiskBytes: u.DiskBytes,
+			NetworkInBytes: u.NetworkInBytes, NetworkOutBytes: u.NetworkOutBytes}
 	}
 	return out
 }

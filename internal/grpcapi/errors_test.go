@@ -122,6 +122,7 @@ func TestMutatingProcedures(t *testing.T) {
 		"/warren.v1.SessionService/GetSession", "/warren.v1.SessionService/ListSessions",
 		"/warren.v1.ProcessService/ListProcesses", "/warren.v1.ProcessService/GetProcess", "/warren.v1.ProcessService/ProcessOutput",
 		"/warren.v1.FileService/ReadFile", "/warren.v1.FileService/ListFiles", "/warren.v1.FileService/StatFile",
+		"/warren.v1.NetworkService/GetNetwork", "/warren.v1.NetworkService/ListNetworkDenials",
 	}
 	writes := 0
 	for p, mutating := range m {
@@ -136,7 +137,7 @@ func TestMutatingProcedures(t *testing.T) {
 			writes++
 		}
 	}
-	if len(m) != 22 || writes != 14 {
-		t.Errorf("%d procedures, %d mutating; want 22 and 14: %v", len(m), writes, m)
+	if len(m) != 25 || writes != 15 {
+		t.Errorf("%d procedures, %d mutating; want 25 and 15: %v", len(m), writes, m)
 	}
 }

@@ -58,9 +58,12 @@ func (h execs) ExecStream(ctx context.Context, req *connect.Request[warrenv1.Exe
 func (h execs) Run(ctx context.Context, req *connect.Request[warrenv1.RunRequest]) (*connect.Response[warrenv1.ExecResult], error) {
 	m := req.Msg
 	res, err := h.s.m.Run(ctx, tenant(ctx), &session.RunRequest{
-		Image:  m.GetImage(),
-		Limits: toLimits(m.GetLimits()),
-		Exec:   *toExecRequest(m, stdinOf(m.GetInput())),
+		Image:        m.GetImage(),
+		Limits:       toLimits(m.GetLimits()),
+		Exec:         *toExecRequest(m, stdinOf(m.GetInput())),
+		Network:      m.GetNetwork(),
+		NetworkAllow: m.GetNetworkAllow(),
+		NetworkDeny:  m.GetNetworkDeny(),
 	})
 	if err != nil {
 		return nil, err

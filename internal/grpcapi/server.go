@@ -90,6 +90,7 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	admitted(warrenv1connect.NewExecServiceHandler(execs{s}, s.opts...))
 	admitted(warrenv1connect.NewProcessServiceHandler(processes{s}, s.opts...))
 	admitted(warrenv1connect.NewFileServiceHandler(files{s}, s.opts...))
+	admitted(warrenv1connect.NewNetworkServiceHandler(networks{s}, s.opts...))
 	reflector := grpcreflect.NewStaticReflector(serviceNames()...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
@@ -103,6 +104,7 @@ func serviceNames() []string {
 		warrenv1connect.ExecServiceName,
 		warrenv1connect.ProcessServiceName,
 		warrenv1connect.FileServiceName,
+		warrenv1connect.NetworkServiceName,
 	}
 }
 

@@ -16,16 +16,18 @@ type sessions struct{ s *Server }
 func (h sessions) CreateSession(ctx context.Context, req *connect.Request[warrenv1.CreateSessionRequest]) (*connect.Response[warrenv1.CreateSessionResponse], error) {
 	m, tn := req.Msg, tenant(ctx)
 	info, created, err := h.s.m.Create(ctx, tn, &session.CreateRequest{
-		ID:          m.GetId(),
-		Image:       m.GetImage(),
-		Env:         m.GetEnv(),
-		Cwd:         m.GetCwd(),
-		Limits:      toLimits(m.GetLimits()),
-		Network:     m.GetNetwork(),
-		IdleTTL:     wire.Seconds(m.GetTtlSeconds()),
-		MaxLifetime: wire.Seconds(m.GetMaxLifetimeSeconds()),
-		Labels:      m.GetLabels(),
-		User:        m.GetUser(),
+		ID:           m.GetId(),
+		Image:        m.GetImage(),
+		Env:          m.GetEnv(),
+		Cwd:          m.GetCwd(),
+		Limits:       toLimits(m.GetLimits()),
+		Network:      m.GetNetwork(),
+		NetworkAllow: m.GetNetworkAllow(),
+		NetworkDeny:  m.GetNetworkDeny(),
+		IdleTTL:      wire.Seconds(m.GetTtlSeconds()),
+		MaxLifetime:  wire.Seconds(m.GetMaxLifetimeSeconds()),
+		Labels:       m.GetLabels(),
+		User:         m.GetUser(),
 	})
 	if err != nil {
 		return nil, err

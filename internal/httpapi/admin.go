@@ -155,6 +155,9 @@ func toAPITenant(t *auth.Tenant) api.Tenant {
 		},
 		Policy: api.TenantPolicy{Allow: t.Policy.Allow, Deny: t.Policy.Deny, AllowPublicPorts: t.Policy.PublicPorts},
 	}
+	if t.Policy.NetworkMaxMode != "" || len(t.Policy.NetworkAllow) > 0 {
+		out.Policy.Network = &api.TenantNetwork{MaxMode: t.Policy.NetworkMaxMode, Allow: t.Policy.NetworkAllow}
+	}
 	if !t.UpdatedAt.IsZero() {
 		u := t.UpdatedAt
 		out.UpdatedAt = &u
@@ -248,6 +251,9 @@ func (s *Server) putTenant(w http.ResponseWriter, r *http.Request) {
 		},
 		Policy:    auth.Policy{Allow: req.Policy.Allow, Deny: req.Policy.Deny, PublicPorts: req.Policy.AllowPublicPorts},
 		UpdatedAt: time.Now().UTC(),
+	}
+	if n := req.Policy.Network; n != nil {
+		t.Policy.NetworkMaxMode, t.Policy.NetworkAllow = n.MaxMode, n.Allow
 	}
 	if err := t.Validate(); err != nil {
 		s.writeError(w, r, err)

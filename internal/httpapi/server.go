@@ -377,7 +377,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.m.Run(r.Context(), tenant(r), &session.RunRequest{Image: req.Image, Limits: toLimits(req.Limits), Exec: *ereq})
+	res, err := s.m.Run(r.Context(), tenant(r), &session.RunRequest{Image: req.Image, Limits: toLimits(req.Limits), Exec: *ereq,
+		Network: req.Network.GetMode(), NetworkAllow: req.Network.GetAllow(), NetworkDeny: req.Network.GetDeny()})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

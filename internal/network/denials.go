@@ -12,9 +12,19 @@ type Denial struct {
 	Host string
 	// Port is the port connected to (0 for a DNS question).
 	Port   uint16
-	Proto  string // "dns", "tcp", "udp", "icmp" or another protocol
+	Proto  string // "dns", "tcp", "udp", "icmp", "tls", "http" or another protocol
 	Reason string
+	// Kind is the reason's class, a short fixed word (the metrics' label:
+	// Reason may quote a rule): dns_not_allowed, dns_denied,
+	// dns_rebinding, blocked, other_resolver, not_allowed,
+	// denied_address, ipv6, quic, connection_cap, sni_refused,
+	// host_refused, no_name.
+	Kind string
 }
+
+// Kinds lists every Denial.Kind.
+var Kinds = []string{"dns_not_allowed", "dns_denied", "dns_rebinding", "blocked", "other_resolver", "not_allowed",
+	"denied_address", "ipv6", "quic", "connection_cap", "sni_refused", "host_refused", "no_name"}
 
 // MaxDenials is how many denials a session keeps; older ones are dropped.
 const MaxDenials = 256

@@ -133,7 +133,11 @@ func (f *forwarder) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 	pol := f.s.currentPolicy()
 	ports, reason := pol.nameVerdict(name)
 	if reason != "" {
-		f.s.deny(Denial{Host: name, Proto: "dns", Reason: reason})
+		kind := "dns_not_allowed"
+		if strings.HasPrefix(reason, "denied by rule") {
+			kind = "dns_denied"
+		}
+		f.s.deny(Denial{Host: name, Proto: "dns", Reason: reason, Kind: kind})
 		fail(dns.RcodeNameError)
 		return
 	}
@@ -162,7 +166,7 @@ func (f *forwarder) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 		case *dns.A:
 			a, _ := netip.AddrFromSlice(r.A.To4())
 			if f.m.isBlocked(a) {
-				f.s.deny(Denial{Host: name, Proto: "dns", Reason: fmt.Sprintf("the name resolves to %s, an always-blocked address (DNS rebinding)", a)})
+				f.s.deny(Denial{Host: name, Proto: "dns", Reason: fmt.Sprintf("the name resolves to %s, an always-blocked address (DNS rebinding)", a), Kind: "dns_rebinding"})
 				fail(dns.RcodeRefused)
 				return
 			}

@@ -51,6 +51,12 @@ func (s sessions) Denials(name string) ([]sess.NetworkDenial, bool) {
 	return out, ok
 }
 
+func (s sessions) Adopt(name string, pid int) error {
+	return s.m.Adopt(name, fmt.Sprintf("/proc/%d/ns/net", pid))
+}
+
+func (s sessions) Traffic(name string) (in, out uint64, ok bool) { return s.m.Traffic(name) }
+
 func (s sessions) Policy(name string) (sess.NetworkPolicy, bool) {
 	p, ok := s.m.Policy(name)
 	if !ok {

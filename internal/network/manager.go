@@ -42,8 +42,23 @@ type Config struct {
 	// "" is the daemon's own. Tests give a namespace of their own with a
 	// fake internet behind it.
 	NetNS string
-	Log   *slog.Logger
+	// MaxConnections caps each session's concurrent connections
+	// (DefaultMaxConnections if 0; negative: no cap), so that one session
+	// cannot fill the host's connection tracking table.
+	MaxConnections int
+	// StateDir is where a daemon stopping with keep saves the sessions'
+	// network state for the next one (Release, Adopt); "" : nothing is
+	// saved, and kept sessions lose egress at the next start.
+	StateDir string
+	// OnDenial, if set, hears of every denial (the daemon's audit log).
+	// It must not block.
+	OnDenial func(sandbox string, d Denial)
+	Log      *slog.Logger
 }
+
+// DefaultMaxConnections is the default cap on a session's concurrent
+// connections.
+const DefaultMaxConnections = 1024
 
 // Manager gives sessions their links, rules and forwarders.
 type Manager struct {
@@ -63,6 +78,14 @@ type Manager struct {
 	ready    bool
 	sessions map[string]*session
 	used     map[uint32]bool // /30 blocks in use, by index
+	// pending are the sessions a kept daemon left, until adopted or
+	// removed (FinishAdoption); nil when there are none.
+	pending map[string]*savedSession
+	// denied counts denials by Kind since the start (the metrics).
+	denied map[string]*atomic.Uint64
+	// retired are the bytes in and out of sessions detached since the
+	// start, so the metrics' totals never go down.
+	retired [2]atomic.Uint64
 	// blocked is what is in the blocked4 set; written under mu, read
 	// without it by the forwarders (an attach holds mu for milliseconds).
 	blocked atomic.Pointer[[]span]
@@ -75,6 +98,7 @@ type session struct {
 	gw   netip.Addr
 	idx  uint32
 	fwd  *forwarder
+	prx  *proxy
 	den  ring
 
 	mu     sync.Mutex // serializes changes to the session's nft state
@@ -83,6 +107,10 @@ type session struct {
 	// pins are the addresses DNS answers put in each port group's set,
 	// and when they expire there.
 	pins map[uint16]map[netip.Addr]time.Time
+	// told is when OnDenial last heard of each kind, host and port, so a
+	// client retrying in a loop does not flood the audit log.
+	toldMu sync.Mutex
+	told   map[string]time.Time
 	// names are the names whose answers held each pinned address, so a
 	// policy change keeps an address only while one of them is allowed.
 	names map[netip.Addr]map[string]bool
@@ -106,7 +134,10 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Log, ns: netns.None(), sessions: map[string]*session{}, used: map[uint32]bool{}}
+	m := &Manager{cfg: cfg, log: cfg.Log, ns: netns.None(), sessions: map[string]*session{}, used: map[uint32]bool{}, denied: map[string]*atomic.Uint64{}}
+	for _, k := range Kinds {
+		m.denied[k] = new(atomic.Uint64)
+	}
 	nsfd := 0
 	if cfg.NetNS != "" {
 		ns, err := netns.GetFromPath(cfg.NetNS)
@@ -126,6 +157,12 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.nl = nl
 	m.nft = newNFT(nsfd)
+	switch {
+	case cfg.MaxConnections == 0:
+		m.nft.maxConns = DefaultMaxConnections
+	case cfg.MaxConnections > 0:
+		m.nft.maxConns = uint32(cfg.MaxConnections)
+	}
 	for _, u := range cfg.Upstream {
 		if _, _, err := net.SplitHostPort(u); err != nil {
 			u = net.JoinHostPort(u, "53")
@@ -154,11 +191,25 @@ func (m *Manager) isBlocked(a netip.Addr) bool {
 func (m *Manager) Reconcile() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, err := m.nft.exists(); err != nil {
+	had, err := m.nft.exists()
+	if err != nil {
 		return nil
 	}
 	if err := m.lockLocked(); err != nil {
 		return err
+	}
+	saved, err := m.loadStateLocked()
+	if err != nil {
+		m.log.Warn("the sessions' network state a kept daemon saved cannot be read; their network is removed", "error", err)
+	}
+	if had && len(saved) > 0 && m.tableIntact() {
+		// Kept sessions keep their rules, and their addresses, until
+		// adopted or removed.
+		m.pending = saved
+		for _, sv := range saved {
+			m.used[sv.Index] = true
+		}
+		return nil
 	}
 	return m.sweepLocked()
 }
@@ -211,6 +262,10 @@ func linkName(sandbox string) string {
 func (m *Manager) readyLocked() error {
 	if m.ready {
 		return nil
+	}
+	if m.pending != nil {
+		// Kept sessions wait for adoption: the table stays.
+		return m.adoptReadyLocked()
 	}
 	if len(m.upstream) == 0 {
 		up, err := HostResolvers("/etc/resolv.conf")
@@ -333,6 +388,13 @@ func (m *Manager) Attach(name, nsPath string, p Policy) (*Info, error) {
 		return fail(err)
 	}
 	undo = append(undo, func() { m.linkDown(s.nft.ifname) })
+	// The proxy listens first: the rules redirect to its port.
+	s.prx = &proxy{m: m, s: s}
+	if err := s.prx.start(); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, s.prx.stop)
+	s.nft.proxyPort = s.prx.port
 	if err := m.nft.addSession(s.nft, p); err != nil {
 		return fail(err)
 	}
@@ -511,6 +573,9 @@ func (m *Manager) Update(name string, p Policy) error {
 		}
 	}
 	s.policy, s.pins = p, pins
+	s.prx.recheck(p, func(dst netip.Addr, port uint16) bool {
+		return s.allows(p, keep, dst, unix.IPPROTO_TCP, port)
+	})
 	if err := m.dropFlows(s.nft.addr, func(dst netip.Addr, proto uint8, port uint16) bool {
 		return s.allows(p, keep, dst, proto, port)
 	}); err != nil {
@@ -544,6 +609,12 @@ func (m *Manager) Detach(name string) error {
 	m.mu.Lock()
 	s := m.sessions[name]
 	if s != nil {
+		// Its bytes move to the retired totals as it leaves the map,
+		// both under mu, so the metrics' totals never go down.
+		if in, out, err := m.traffic(s); err == nil {
+			m.retired[0].Add(in)
+			m.retired[1].Add(out)
+		}
 		delete(m.sessions, name)
 		delete(m.sessions, nameOfLink(s.nft.ifname))
 	}
@@ -552,6 +623,7 @@ func (m *Manager) Detach(name string) error {
 		return nil
 	}
 	s.fwd.stop()
+	s.prx.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := errors.Join(m.nft.removeSession(s.nft), m.linkDown(s.nft.ifname), m.dropFlows(s.nft.addr, nil))
@@ -576,9 +648,9 @@ func (m *Manager) Close() error {
 		errs = append(errs, m.Detach(n))
 	}
 	m.mu.Lock()
-	if m.ready {
+	if m.ready || m.pending != nil {
 		errs = append(errs, m.nft.remove())
-		m.ready = false
+		m.ready, m.pending = false, nil
 	}
 	if m.dlog != nil {
 		m.dlog.close()
@@ -627,6 +699,12 @@ func (s *session) deny(d Denial) {
 		d.Time = time.Now().UTC()
 	}
 	s.den.add(d)
+	if c := s.m.denied[d.Kind]; c != nil {
+		c.Add(1)
+	}
+	if s.m.cfg.OnDenial != nil && s.firstLately(d) {
+		s.m.cfg.OnDenial(s.name, d)
+	}
 	s.m.log.Info("session network denial", "sandbox", s.name, "host", d.Host, "port", d.Port, "proto", d.Proto, "reason", d.Reason)
 }
 
@@ -684,6 +762,26 @@ func (s *session) pin(ports []uint16, addrs []netip.Addr, ttl time.Duration, nam
 		s.names[a][name] = true
 	}
 	return nil
+}
+
+// retellAfter is how long a repeated denial (same kind, host and port)
+// goes untold to OnDenial; the ring and the metrics count every one.
+const retellAfter = 10 * time.Second
+
+// firstLately says whether d is the first of its kind, host and port in
+// retellAfter.
+func (s *session) firstLately(d Denial) bool {
+	s.toldMu.Lock()
+	defer s.toldMu.Unlock()
+	if s.told == nil || len(s.told) > 1024 {
+		s.told = map[string]time.Time{}
+	}
+	k := fmt.Sprintf("%s %s %d", d.Kind, d.Host, d.Port)
+	if t, ok := s.told[k]; ok && time.Since(t) < retellAfter {
+		return false
+	}
+	s.told[k] = time.Now()
+	return true
 }
 
 func keepAny(keep map[uint16]map[netip.Addr]time.Duration, a netip.Addr) (time.Duration, bool) {

@@ -103,7 +103,7 @@ func (l *denialLog) run(m *Manager) {
 			s := m.sessions[nameOfLink(ifPrefix+short)]
 			m.mu.Unlock()
 			if s != nil {
-				s.den.add(d)
+				s.deny(d)
 			}
 		}
 	}
@@ -132,7 +132,7 @@ func parseLogged(b []byte) (string, Denial, bool) {
 	if len(parts) != 3 || parts[0] != "w" || len(parts[2]) != 1 {
 		return "", Denial{}, false
 	}
-	d := Denial{Time: time.Now().UTC(), Reason: reasonCodes[parts[2][0]]}
+	d := Denial{Time: time.Now().UTC(), Reason: reasonCodes[parts[2][0]], Kind: kindCodes[parts[2][0]]}
 	if len(pkt) >= 20 && pkt[0]>>4 == 4 {
 		dst, _ := netip.AddrFromSlice(pkt[16:20])
 		d.Host = dst.String()

@@ -3,6 +3,7 @@ package network
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/google/nftables"
@@ -30,9 +31,13 @@ const (
 	reasonNotAllow = "no allowed name resolved to this address"
 	reasonDenied   = "address denied by a deny rule"
 	reasonIPv6     = "IPv6 egress is not supported"
+	reasonQUIC     = "UDP to port 80 or 443 (QUIC, HTTP/3) is refused: names on those ports are checked over TCP, which clients fall back to"
+	reasonConnCap  = "the session has as many connections open as it may (network.max_connections)"
 )
 
-var reasonCodes = map[byte]string{'b': reasonBlocked, 'd': reasonDNS, 'n': reasonNotAllow, 'x': reasonDenied, '6': reasonIPv6}
+var reasonCodes = map[byte]string{'b': reasonBlocked, 'd': reasonDNS, 'n': reasonNotAllow, 'x': reasonDenied, '6': reasonIPv6, 'q': reasonQUIC, 'c': reasonConnCap}
+
+var kindCodes = map[byte]string{'b': "blocked", 'd': "other_resolver", 'n': "not_allowed", 'x': "denied_address", '6': "ipv6", 'q': "quic", 'c': "connection_cap"}
 
 // nftSession is what a session owns in the table: its chain, the rules in
 // the shared chains that send its packets there (found by their user data,
@@ -48,6 +53,17 @@ type nftSession struct {
 	// answers (with timeouts); static the allowed CIDRs of that group.
 	dyn, static map[uint16]*nftables.Set
 	deny        *nftables.Set
+	// conns counts the session's connections (one element, its address,
+	// holding a connlimit): the cap on concurrent connections.
+	conns *nftables.Set
+	// proxyPort is the port of the session's name-checking proxy on gw,
+	// where its nat chain redirects TCP to ports 80 and 443.
+	proxyPort uint16
+}
+
+// natChain holds the session's redirects of ports 80 and 443 to its proxy.
+func (s *nftSession) natChain(t *nftables.Table) *nftables.Chain {
+	return &nftables.Chain{Name: "p_" + s.short, Table: t}
 }
 
 func (s *nftSession) chain(t *nftables.Table) *nftables.Chain {
@@ -59,8 +75,10 @@ type nft struct {
 	nsfd  int // 0: the daemon's own namespace
 	table *nftables.Table
 	// the shared chains and the always-blocked set
-	forward, input, post *nftables.Chain
-	blocked              *nftables.Set
+	forward, input, post, pre *nftables.Chain
+	blocked                   *nftables.Set
+	// maxConns caps each session's concurrent connections (0: no cap).
+	maxConns uint32
 }
 
 func (n *nft) conn() (*nftables.Conn, error) {
@@ -82,6 +100,8 @@ func newNFT(nsfd int) *nft {
 			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept},
 		post: &nftables.Chain{Name: "postrouting", Table: t, Type: nftables.ChainTypeNAT,
 			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept},
+		pre: &nftables.Chain{Name: "prerouting", Table: t, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept},
 		blocked: &nftables.Set{Table: t, Name: "blocked4", KeyType: nftables.TypeIPAddr, Interval: true},
 	}
 }
@@ -140,6 +160,7 @@ func (n *nft) install(sessions netip.Prefix, egress string, blocked []span) erro
 	c.AddChain(n.forward)
 	c.AddChain(n.input)
 	c.AddChain(n.post)
+	c.AddChain(n.pre)
 	anyWrn := func(key expr.MetaKey) []expr.Any { return ifMatch(key, ifPrefix, true) }
 	// Replies to connections a session made, or that the host made into a
 	// session (ports), pass; nothing new is forwarded into a session: no
@@ -185,16 +206,35 @@ func (n *nft) addSession(s *nftSession, p Policy) error {
 	if err != nil {
 		return err
 	}
+	if n.maxConns > 0 {
+		s.conns = &nftables.Set{Table: n.table, Name: "k_" + s.short, KeyType: nftables.TypeIPAddr, Dynamic: true}
+		if err := c.AddSet(s.conns, nil); err != nil {
+			return err
+		}
+	}
 	ch := c.AddChain(s.chain(n.table))
-	if err := n.fillSession(c, s, ch, p, nil); err != nil {
+	nat := c.AddChain(s.natChain(n.table))
+	if err := n.fillSession(c, s, ch, nat, p, nil); err != nil {
 		return err
 	}
+	n.dispatch(c, s, ch, nat)
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("add nftables chain of session %s: %w", s.name, err)
+	}
+	return nil
+}
+
+// dispatch adds (to the batch in c) the session's rules in the shared
+// chains, tagged with its name.
+func (n *nft) dispatch(c *nftables.Conn, s *nftSession, ch, nat *nftables.Chain) {
 	tag := []byte(s.name)
 	// Forwarded packets from the session go to its chain; DNS to its own
 	// forwarder is accepted (inserted at the top of input: before the
 	// catch-all reject).
 	c.InsertRule(&nftables.Rule{Table: n.table, Chain: n.forward, UserData: tag,
 		Exprs: cat(ifMatch(expr.MetaKeyIIFNAME, s.ifname, false), []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}})})
+	c.AddRule(&nftables.Rule{Table: n.table, Chain: n.pre, UserData: tag,
+		Exprs: cat(ifMatch(expr.MetaKeyIIFNAME, s.ifname, false), []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: nat.Name}})})
 	// In the input chain the session's rules go on top, in this order:
 	// DNS to its own forwarder, replies, then everything else to the host
 	// refused and logged (the host's addresses, the daemon's port).
@@ -204,15 +244,114 @@ func (n *nft) addSession(s *nftSession, p Policy) error {
 		cat(in, logDenied(s.short, 'b'), rejectOther()),
 		cat(in, l4(unix.IPPROTO_TCP), logDenied(s.short, 'b'), rejectTCP()),
 		cat(in, ctEstablished(), accept()),
+		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(s.proxyPort), ctDNAT(), accept()),
 		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_TCP), dport(53), accept()),
 		cat(in, ipv4(), loadAddr(16), addrMatch(s.gw), l4(unix.IPPROTO_UDP), dport(53), accept()),
 	} {
+		if e == nil {
+			continue
+		}
 		c.InsertRule(&nftables.Rule{Table: n.table, Chain: n.input, UserData: tag, Exprs: e})
 	}
+}
+
+// adoptSession takes over what an earlier daemon left of a session (kept
+// by a shutdown with keep): in one transaction its rules in the shared
+// chains and its chains' contents are replaced, its old sets deleted and
+// new ones made with pins, so its policy never lapses. Its connection
+// count (k_) is kept.
+func (n *nft) adoptSession(s *nftSession, p Policy, pins map[uint16]map[netip.Addr]time.Duration) error {
+	c, err := n.conn()
+	if err != nil {
+		return err
+	}
+	hadConns, err := n.purge(c, s.name, s.short, true)
+	if err != nil {
+		return err
+	}
+	switch {
+	case n.maxConns > 0 && hadConns:
+		s.conns = &nftables.Set{Table: n.table, Name: "k_" + s.short, KeyType: nftables.TypeIPAddr, Dynamic: true}
+	case n.maxConns > 0:
+		s.conns = &nftables.Set{Table: n.table, Name: "k_" + s.short, KeyType: nftables.TypeIPAddr, Dynamic: true}
+		if err := c.AddSet(s.conns, nil); err != nil {
+			return err
+		}
+	case hadConns:
+		c.DelSet(&nftables.Set{Table: n.table, Name: "k_" + s.short})
+	}
+	ch, nat := s.chain(n.table), s.natChain(n.table)
+	if err := n.fillSession(c, s, ch, nat, p, pins); err != nil {
+		return err
+	}
+	n.dispatch(c, s, ch, nat)
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("add nftables chain of session %s: %w", s.name, err)
+		return fmt.Errorf("adopt nftables chain of session %s: %w", s.name, err)
 	}
 	return nil
+}
+
+// purgeSession removes, in one transaction, everything of a session an
+// earlier daemon left that this one did not adopt.
+func (n *nft) purgeSession(name, short string) error {
+	c, err := n.conn()
+	if err != nil {
+		return err
+	}
+	if _, err := n.purge(c, name, short, false); err != nil {
+		return err
+	}
+	return c.Flush()
+}
+
+// purge adds to the batch in c the deletion of a session's tagged rules in
+// the shared chains and of its policy sets (d_, c_, x_), found by name in
+// the kernel; its chains are flushed (keep) or deleted with its
+// connection-count set. It says whether that set (k_) exists.
+func (n *nft) purge(c *nftables.Conn, name, short string, keep bool) (bool, error) {
+	for _, ch := range []*nftables.Chain{n.forward, n.input, n.pre} {
+		rules, err := c.GetRules(n.table, ch)
+		if err != nil {
+			return false, err
+		}
+		for _, r := range rules {
+			if string(r.UserData) == name {
+				if err := c.DelRule(r); err != nil {
+					return false, err
+				}
+			}
+		}
+	}
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, err
+	}
+	for _, ch := range chains {
+		if ch.Table.Name != TableName || (ch.Name != "s_"+short && ch.Name != "p_"+short) {
+			continue
+		}
+		c.FlushChain(ch)
+		if !keep {
+			c.DelChain(ch)
+		}
+	}
+	sets, err := c.GetSets(n.table)
+	if err != nil {
+		return false, err
+	}
+	hadConns := false
+	for _, set := range sets {
+		switch {
+		case set.Name == "k_"+short:
+			hadConns = true
+			if !keep {
+				c.DelSet(set)
+			}
+		case strings.HasPrefix(set.Name, "d_"+short+"_") || strings.HasPrefix(set.Name, "c_"+short+"_") || strings.HasPrefix(set.Name, "x_"+short+"_"):
+			c.DelSet(set)
+		}
+	}
+	return hadConns, nil
 }
 
 // updateSession replaces a session's rules and sets with p's in one
@@ -233,15 +372,16 @@ func (n *nft) updateSession(s *nftSession, p Policy, pins map[uint16]map[netip.A
 	if s.deny != nil {
 		old = append(old, s.deny)
 	}
-	ch := s.chain(n.table)
+	ch, nat := s.chain(n.table), s.natChain(n.table)
 	c.FlushChain(ch)
+	c.FlushChain(nat)
 	for _, set := range old {
 		c.DelSet(set)
 	}
 	// On failure nothing changed in the kernel: keep the old names.
 	was := *s
 	s.gen++
-	err = n.fillSession(c, s, ch, p, pins)
+	err = n.fillSession(c, s, ch, nat, p, pins)
 	if err == nil {
 		err = c.Flush()
 	}
@@ -258,9 +398,29 @@ func (n *nft) updateSession(s *nftSession, p Policy, pins map[uint16]map[netip.A
 // always-blocked ranges and DNS to other resolvers refused; then open
 // accepts, or allowlist accepts the pinned addresses and allowed CIDRs of
 // each port group, after refusing the deny CIDRs; the rest refused.
-func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch *nftables.Chain, p Policy, pins map[uint16]map[netip.Addr]time.Duration) error {
+func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch, nat *nftables.Chain, p Policy, pins map[uint16]map[netip.Addr]time.Duration) error {
 	s.dyn, s.static, s.deny = map[uint16]*nftables.Set{}, map[uint16]*nftables.Set{}, nil
 	add := func(e ...[]expr.Any) { c.AddRule(&nftables.Rule{Table: n.table, Chain: ch, Exprs: cat(e...)}) }
+	// The nat chain sends new TCP connections to ports 80 and 443 of
+	// allowed addresses to the proxy (proxy.go), which checks the name;
+	// what it does not redirect goes on to the filter chain and meets
+	// the same refusals as any port.
+	addNat := func(e ...[]expr.Any) { c.AddRule(&nftables.Rule{Table: n.table, Chain: nat, Exprs: cat(e...)}) }
+	ret := []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}
+	addNat(ipv4(), loadAddr(16), lookup(n.blocked, false), ret)
+	// A connection over the session's cap is not redirected: it goes on
+	// to the filter chain, whose cap rule (the same count: the tuple is
+	// counted once) refuses and logs it with its real destination.
+	if s.conns != nil {
+		for _, port := range []uint16{httpPort, httpsPort} {
+			addNat(l4(unix.IPPROTO_TCP), dport(port), n.countOver(s), ret)
+		}
+	}
+	redirect := func(match ...[]expr.Any) {
+		for _, port := range []uint16{httpPort, httpsPort} {
+			addNat(cat(match...), l4(unix.IPPROTO_TCP), dport(port), redirectTo(s.proxyPort))
+		}
+	}
 	refuse := func(code byte, match ...[]expr.Any) {
 		pre := cat(match...)
 		add(pre, l4(unix.IPPROTO_TCP), logDenied(s.short, code), rejectTCP())
@@ -271,12 +431,23 @@ func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch *nftables.Chain, p
 	// does not cut a long download); a policy change ends those it no
 	// longer allows by deleting their conntrack entries (conntrack.go).
 	add(ctEstablished(), accept())
+	// The cap on concurrent connections, before anything accepts a new one
+	// (connections to 80 and 443 are counted in the nat chain, before the
+	// redirect; the same tuple counts once).
+	if e := n.connCap(s, l4(unix.IPPROTO_TCP), rejectTCP()); e != nil {
+		add(e)
+		add(n.connCap(s, l4not(unix.IPPROTO_TCP), rejectOther()))
+	}
 	refuse('6', nfproto(unix.NFPROTO_IPV6))
 	add(ipv4(), loadAddr(16), lookup(n.blocked, false), l4(unix.IPPROTO_TCP), logDenied(s.short, 'b'), rejectTCP())
 	add(ipv4(), loadAddr(16), lookup(n.blocked, false), logDenied(s.short, 'b'), rejectOther())
 	for _, port := range []uint16{53, 853} {
 		add(l4(unix.IPPROTO_TCP), dport(port), logDenied(s.short, 'd'), rejectTCP())
 		add(l4(unix.IPPROTO_UDP), dport(port), logDenied(s.short, 'd'), rejectOther())
+	}
+	// QUIC would carry names past the check on 80 and 443.
+	for _, port := range []uint16{httpPort, httpsPort} {
+		add(l4(unix.IPPROTO_UDP), dport(port), logDenied(s.short, 'q'), rejectOther())
 	}
 	var denyCIDR []span
 	for _, r := range p.Deny {
@@ -290,10 +461,12 @@ func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch *nftables.Chain, p
 			return err
 		}
 		refuse('x', ipv4(), loadAddr(16), lookup(s.deny, false))
+		addNat(ipv4(), loadAddr(16), lookup(s.deny, false), ret)
 	}
 	switch p.Mode {
 	case ModeOpen:
 		add(ipv4(), accept())
+		redirect(ipv4())
 	case ModeAllowlist:
 		for _, port := range p.portGroups() {
 			dyn := &nftables.Set{Table: n.table, Name: fmt.Sprintf("d_%s_%d_%d", s.short, port, s.gen), KeyType: nftables.TypeIPAddr, HasTimeout: true}
@@ -322,6 +495,11 @@ func (n *nft) fillSession(c *nftables.Conn, s *nftSession, ch *nftables.Chain, p
 				sets = append(sets, st)
 			}
 			for _, set := range sets {
+				if port == 0 {
+					redirect(ipv4(), loadAddr(16), lookup(set, false))
+				} else if port == httpPort || port == httpsPort {
+					addNat(ipv4(), loadAddr(16), lookup(set, false), l4(unix.IPPROTO_TCP), dport(port), redirectTo(s.proxyPort))
+				}
 				if port == 0 {
 					add(ipv4(), loadAddr(16), lookup(set, false), accept())
 					continue
@@ -370,7 +548,7 @@ func (n *nft) removeSession(s *nftSession) error {
 	if err != nil {
 		return err
 	}
-	for _, ch := range []*nftables.Chain{n.forward, n.input} {
+	for _, ch := range []*nftables.Chain{n.forward, n.input, n.pre} {
 		rules, err := c.GetRules(n.table, ch)
 		if err != nil {
 			return err
@@ -383,9 +561,10 @@ func (n *nft) removeSession(s *nftSession) error {
 			}
 		}
 	}
-	ch := s.chain(n.table)
-	c.FlushChain(ch)
-	c.DelChain(ch)
+	for _, ch := range []*nftables.Chain{s.chain(n.table), s.natChain(n.table)} {
+		c.FlushChain(ch)
+		c.DelChain(ch)
+	}
 	for _, m := range []map[uint16]*nftables.Set{s.dyn, s.static} {
 		for _, set := range m {
 			c.DelSet(set)
@@ -393,6 +572,9 @@ func (n *nft) removeSession(s *nftSession) error {
 	}
 	if s.deny != nil {
 		c.DelSet(s.deny)
+	}
+	if s.conns != nil {
+		c.DelSet(s.conns)
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("remove nftables chain of session %s: %w", s.name, err)
@@ -487,6 +669,62 @@ func prefixMatch(p netip.Prefix) []expr.Any {
 
 func lookup(set *nftables.Set, invert bool) []expr.Any {
 	return []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, Invert: invert}}
+}
+
+// redirectTo sends the packet to port on the address of the interface it
+// came in on (the session's gateway).
+func redirectTo(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.Redir{RegisterProtoMin: 1, RegisterProtoMax: 1},
+	}
+}
+
+// connCap refuses (with verdict) a new connection matching match once
+// the session has maxConns open: its source address's element in the
+// session's conns set counts them (connlimit, which forgets a connection
+// when conntrack does). nil when there is no cap.
+func (n *nft) connCap(s *nftSession, match []expr.Any, verdict []expr.Any) []expr.Any {
+	if s.conns == nil {
+		return nil
+	}
+	return cat(match, ctNew(), n.countOver(s), logDenied(s.short, 'c'), verdict)
+}
+
+// countOver counts the packet's connection in the session's conns set
+// and matches when the session is over its cap.
+func (n *nft) countOver(s *nftSession) []expr.Any {
+	return cat(ipv4(), loadAddr(12), []expr.Any{&expr.Dynset{
+		SrcRegKey: 1, SetName: s.conns.Name, SetID: s.conns.ID, Operation: unix.NFT_DYNSET_OP_ADD,
+		Exprs: []expr.Any{&expr.Connlimit{Count: n.maxConns, Flags: expr.NFT_CONNLIMIT_F_INV}},
+	}})
+}
+
+func ctNew() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitNEW), Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
+	}
+}
+
+func l4not(proto byte) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{proto}}}
+}
+
+// ipsDstNAT is IPS_DST_NAT of enum ip_conntrack_status.
+const ipsDstNAT = 1 << 5
+
+// ctDNAT matches connections whose destination the nat chain changed:
+// the proxy takes only what a session's redirect sent it.
+func ctDNAT() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(ipsDstNAT), Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
+	}
 }
 
 func ctEstablished() []expr.Any {

@@ -5,7 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/warrenhq/warren/internal/network/rules"
 )
 
 // Mode is what a session may reach.
@@ -32,116 +33,12 @@ type Policy struct {
 	Deny  []Rule
 }
 
-// Rule is one allow or deny entry: a name (exact, or "*." and a suffix), or
-// an address prefix; Port 0 means every port.
-type Rule struct {
-	// Text is the rule as the caller wrote it, for messages.
-	Text string
-	// Name is the lower-case name without a trailing dot; Wildcard means
-	// it matches strict subdomains of Name ("*.example.com" matches
-	// a.example.com and a.b.example.com, not example.com).
-	Name     string
-	Wildcard bool
-	// Prefix is set for address rules.
-	Prefix netip.Prefix
-	Port   uint16
-}
+// Rule is one allow or deny entry (package rules, which the tenant
+// settings' validation uses without the rest of this package).
+type Rule = rules.Rule
 
-// IsName says whether the rule matches names rather than addresses.
-func (r Rule) IsName() bool { return r.Name != "" }
-
-// Matches says whether the name rule r matches name (lower case, no
-// trailing dot).
-func (r Rule) Matches(name string) bool {
-	if !r.IsName() {
-		return false
-	}
-	if r.Wildcard {
-		return strings.HasSuffix(name, "."+r.Name)
-	}
-	return name == r.Name
-}
-
-// ParseRule parses one rule: "example.com", "*.example.com",
-// "example.com:443", "203.0.113.7", "203.0.113.0/24", "203.0.113.7:443".
-// IPv6 rules are refused: sessions have no IPv6 egress yet.
-func ParseRule(s string) (Rule, error) {
-	r := Rule{Text: s}
-	if s == "" {
-		return r, fmt.Errorf("empty rule")
-	}
-	if len(s) > 300 {
-		return r, fmt.Errorf("rule is longer than 300 characters")
-	}
-	host := s
-	if strings.HasPrefix(s, "[") || strings.Count(s, ":") > 1 {
-		return r, fmt.Errorf("IPv6 rules are not supported: sessions have no IPv6 egress")
-	}
-	if h, p, ok := strings.Cut(s, ":"); ok {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 {
-			return r, fmt.Errorf("port %q must be a number from 1 to 65535", p)
-		}
-		host, r.Port = h, uint16(n)
-	}
-	if strings.Contains(host, "/") {
-		p, err := netip.ParsePrefix(host)
-		if err != nil {
-			return r, fmt.Errorf("%q is not a valid CIDR", host)
-		}
-		if !p.Addr().Is4() {
-			return r, fmt.Errorf("IPv6 rules are not supported: sessions have no IPv6 egress")
-		}
-		r.Prefix = p.Masked()
-		return r, nil
-	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		if !a.Is4() {
-			return r, fmt.Errorf("IPv6 rules are not supported: sessions have no IPv6 egress")
-		}
-		r.Prefix = netip.PrefixFrom(a, 32)
-		return r, nil
-	}
-	name := strings.TrimSuffix(strings.ToLower(host), ".")
-	if rest, ok := strings.CutPrefix(name, "*."); ok {
-		r.Wildcard = true
-		name = rest
-		if strings.Count(name, ".") < 1 {
-			return r, fmt.Errorf("a wildcard needs at least two labels after \"*.\" (\"*.com\" would allow a whole top-level domain)")
-		}
-	}
-	if err := checkName(name); err != nil {
-		return r, err
-	}
-	r.Name = name
-	return r, nil
-}
-
-// checkName accepts host names of letters, digits, hyphens and underscores
-// (some service names use them), labels of 1-63 bytes, 253 bytes in all.
-func checkName(name string) error {
-	if name == "" || len(name) > 253 {
-		return fmt.Errorf("%q is not a valid host name", name)
-	}
-	for _, l := range strings.Split(name, ".") {
-		if l == "" || len(l) > 63 {
-			return fmt.Errorf("%q is not a valid host name (empty or over-long label)", name)
-		}
-		if l[0] == '-' || l[len(l)-1] == '-' {
-			return fmt.Errorf("%q is not a valid host name (a label starts or ends with '-')", name)
-		}
-		for _, c := range []byte(l) {
-			ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
-			if !ok {
-				if c == '*' {
-					return fmt.Errorf("%q: a wildcard is allowed only as the leftmost label (\"*.example.com\")", name)
-				}
-				return fmt.Errorf("%q is not a valid host name", name)
-			}
-		}
-	}
-	return nil
-}
+// ParseRule parses one rule (rules.Parse).
+var ParseRule = rules.Parse
 
 // ParsePolicy validates a policy given as text. blocked says whether a
 // prefix overlaps what is always blocked (given the operator's

@@ -41,6 +41,12 @@ type Config struct {
 	// or 5% of the filesystem, whichever is smaller; negative turns the
 	// check off. Running sessions are never stopped for it.
 	MinFreeDiskMB int64
+	// DefaultNetwork and DefaultNetworkAllow are the network of a session
+	// created without one (network.default_mode, network.default_allow):
+	// "" or "none" is loopback only. A tenant whose ceiling is below the
+	// default gets none (network.go).
+	DefaultNetwork      string
+	DefaultNetworkAllow []string
 	// PoolSize is how many sandboxes of the default image are kept started
 	// and waiting, so that a create with default settings takes one rather
 	// than starting a sandbox (see pool.go). 0: no pool.
@@ -321,6 +327,7 @@ func (m *Manager) adopt(ctx context.Context, r *Session) error {
 		return err
 	}
 	m.keepImage(r)
+	m.adoptNetwork(r, sb.Pid())
 	cwd, err := sb.Cwd(actx)
 	if err != nil || cwd == "" {
 		cwd = r.BaseDir
@@ -378,6 +385,9 @@ type CreateRequest struct {
 	// NetworkAllow and NetworkDeny are the rules of the mode Network
 	// (none, open, allowlist; network.go).
 	NetworkAllow, NetworkDeny []string
+	// networkDefaulted: the request named no network and got the
+	// daemon's default (which a tenant's ceiling may take back).
+	networkDefaulted bool
 	// Workspace names a workspace of the tenant to mount at /workspace,
 	// WorkspaceMode "rw" (the default) or "ro"; Snapshot names a snapshot
 	// to start from (workspaces.go, snapshots.go).
@@ -500,6 +510,9 @@ func (m *Manager) createSession(ctx context.Context, tenant string, req *CreateR
 	rec.Tenant = tenant
 	tl, err := m.tenantLimits(ctx, tenant)
 	if err != nil {
+		return nil, false, err
+	}
+	if err := m.checkNetworkCeiling(tenant, tl, req, rec); err != nil {
 		return nil, false, err
 	}
 	if tl.MaxLifetime > 0 && req.MaxLifetime == 0 && rec.MaxLifetime > tl.MaxLifetime {
@@ -677,7 +690,7 @@ func (m *Manager) create(ctx context.Context, k key, e *entry, req *CreateReques
 	defer cancel()
 	rec := e.rec
 	if w := m.takeWarm(rec, req); w != nil {
-		if s, ok, err := m.createWarm(ctx, k, e, w); ok {
+		if s, ok, err := m.createWarm(ctx, k, e, w, req); ok {
 			return s, err == nil, err
 		}
 		// The warm sandbox would not take the session: start a cold one.
@@ -902,6 +915,7 @@ func (m *Manager) info(e *entry) *Info {
 	info := &Info{Session: *e.snapshot(), Cwd: e.Cwd()}
 	if info.State == StateRunning && e.sb != nil {
 		if u, err := e.sb.Usage(); err == nil {
+			m.addTraffic(info.Name, &u)
 			info.Usage = &u
 		}
 	}
@@ -936,6 +950,7 @@ func (m *Manager) List(ctx context.Context, tenant string) []*Info {
 		info := &Info{Session: *s, Cwd: e.Cwd()}
 		if ready && s.State == StateRunning {
 			if u, err := e.sb.Usage(); err == nil {
+				m.addTraffic(s.Name, &u)
 				info.Usage = &u
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/network/rules"
 )
 
 // Network gives sessions egress beyond loopback (internal/network
@@ -27,6 +28,12 @@ type Network interface {
 	Denials(name string) (d []NetworkDenial, ok bool)
 	// Policy is the attached sandbox's current policy.
 	Policy(name string) (p NetworkPolicy, ok bool)
+	// Adopt re-attaches the network an earlier daemon kept for the
+	// sandbox name, whose PID 1 is pid (a restart with --shutdown=keep).
+	Adopt(name string, pid int) error
+	// Traffic is the bytes the sandbox's link carried in and out since
+	// it was attached; ok is false for a sandbox that is not attached.
+	Traffic(name string) (in, out uint64, ok bool)
 }
 
 // NetworkPolicy is a session's egress policy.
@@ -57,8 +64,13 @@ func networkPolicy(req *CreateRequest) NetworkPolicy {
 }
 
 // checkNetwork validates a create's network; mode none needs no network
-// service, the others do.
+// service, the others do. A request that names no network gets the
+// daemon's default.
 func (m *Manager) checkNetwork(req *CreateRequest) (string, error) {
+	if req.Network == "" && len(req.NetworkAllow) == 0 && len(req.NetworkDeny) == 0 && m.net != nil &&
+		m.cfg.DefaultNetwork != "" && m.cfg.DefaultNetwork != "none" {
+		req.Network, req.NetworkAllow, req.networkDefaulted = m.cfg.DefaultNetwork, m.cfg.DefaultNetworkAllow, true
+	}
 	p := networkPolicy(req)
 	if p.Mode == "none" && len(p.Allow) == 0 && len(p.Deny) == 0 {
 		return "none", nil
@@ -73,6 +85,42 @@ func (m *Manager) checkNetwork(req *CreateRequest) (string, error) {
 		return "", invalid("%s", err.Error())
 	}
 	return p.Mode, nil
+}
+
+// checkNetworkCeiling holds a create to its tenant's network ceiling:
+// asking beyond it is permission_denied with the reason; the daemon's
+// default beyond it becomes none.
+func (m *Manager) checkNetworkCeiling(tenant string, tl TenantLimits, req *CreateRequest, rec *Session) error {
+	if rec.Network == "none" {
+		return nil
+	}
+	reason, err := beyondCeiling(tl, networkPolicy(req))
+	if err != nil || reason == "" {
+		return err
+	}
+	if req.networkDefaulted {
+		req.Network, req.NetworkAllow, rec.Network = "none", nil, "none"
+		return nil
+	}
+	return errdefs.New(errdefs.ErrPermissionDenied, "tenant %s may not ask for this network: %s", tenant, reason)
+}
+
+// beyondCeiling says why p exceeds the tenant's network ceiling ("" when
+// it does not).
+func beyondCeiling(tl TenantLimits, p NetworkPolicy) (string, error) {
+	c, err := rules.ParseCeiling(tl.NetworkMaxMode, tl.NetworkAllow)
+	if err != nil {
+		return "", fmt.Errorf("the tenant's network ceiling: %w", err)
+	}
+	var allow []rules.Rule
+	for _, s := range p.Allow {
+		r, err := rules.Parse(s)
+		if err != nil {
+			return "", invalid("allow rule %q: %s", s, err)
+		}
+		allow = append(allow, r)
+	}
+	return c.Permits(p.Mode, allow), nil
 }
 
 // attachNetwork gives a started sandbox its network and points its
@@ -93,6 +141,41 @@ func (m *Manager) attachNetwork(ctx context.Context, rec *Session, sb Sandbox, r
 		return fmt.Errorf("write the session's /etc/resolv.conf: %w", err)
 	}
 	return nil
+}
+
+// addTraffic puts a session's network bytes into its usage.
+func (m *Manager) addTraffic(name string, u *Usage) {
+	if m.net == nil {
+		return
+	}
+	if in, out, ok := m.net.Traffic(name); ok {
+		u.NetworkInBytes, u.NetworkOutBytes = in, out
+	}
+}
+
+// SandboxOwner returns the tenant and id of the session whose sandbox is
+// name (the network's denials name sandboxes).
+func (m *Manager) SandboxOwner(name string) (tenant, id string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, e := range m.live {
+		if e.rec != nil && e.snapshot().Name == name {
+			return k.tenant, k.id, true
+		}
+	}
+	return "", "", false
+}
+
+// adoptNetwork re-attaches an adopted session's network; one that cannot
+// come back leaves the session running without egress (its remains are
+// removed once every session is adopted).
+func (m *Manager) adoptNetwork(r *Session, pid int) {
+	if m.net == nil || r.Network == "none" || r.Network == "" {
+		return
+	}
+	if err := m.net.Adopt(r.Name, pid); err != nil {
+		m.log.Warn("an adopted session lost its network", "session_id", r.ID, "tenant", r.Tenant, "sandbox", r.Name, "error", err)
+	}
 }
 
 // detachNetwork removes a deleted sandbox's network, if it had one.
@@ -153,6 +236,15 @@ func (m *Manager) SetSessionNetwork(ctx context.Context, tenant, id string, p Ne
 	}
 	if err := m.net.Check(p); err != nil {
 		return nil, invalid("%s", err.Error())
+	}
+	tl, err := m.tenantLimits(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if reason, err := beyondCeiling(tl, p); err != nil {
+		return nil, err
+	} else if reason != "" {
+		return nil, errdefs.New(errdefs.ErrPermissionDenied, "tenant %s may not ask for this network: %s", tenant, reason)
 	}
 	if err := m.net.Update(name, p); err != nil {
 		return nil, fmt.Errorf("change the session's network: %w", err)

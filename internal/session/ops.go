@@ -157,6 +157,10 @@ type RunRequest struct {
 	Image  string
 	Limits Limits
 	Exec   ExecRequest
+	// Network, NetworkAllow and NetworkDeny are the run's network, as
+	// CreateRequest's.
+	Network                   string
+	NetworkAllow, NetworkDeny []string
 }
 
 // Run creates a hidden session, runs one command in it and deletes it.
@@ -165,7 +169,8 @@ func (m *Manager) Run(ctx context.Context, tenant string, req *RunRequest) (*Exe
 		return nil, err
 	}
 	// createSession: a run has no use for the live details Create adds.
-	s, _, err := m.createSession(ctx, tenant, &CreateRequest{Image: req.Image, Limits: req.Limits, Hidden: true})
+	s, _, err := m.createSession(ctx, tenant, &CreateRequest{Image: req.Image, Limits: req.Limits, Hidden: true,
+		Network: req.Network, NetworkAllow: req.NetworkAllow, NetworkDeny: req.NetworkDeny})
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,7 @@ func (m *Manager) WarmSandboxes() []string {
 // or nil when the pool has none that fits.
 func (m *Manager) takeWarm(rec *Session, req *CreateRequest) *warm {
 	if m.cfg.PoolSize <= 0 || req.Workspace != "" || req.Snapshot != "" || req.User != "" || req.Cwd != "" ||
-		rec.Image != m.cfg.DefaultImage || rec.Network != "none" {
+		rec.Image != m.cfg.DefaultImage {
 		return nil
 	}
 	cur, err := m.images.Get(rec.Image)
@@ -111,7 +111,7 @@ func (m *Manager) takeWarm(rec *Session, req *CreateRequest) *warm {
 // createWarm makes the session e from a warm sandbox. ok is false when the
 // sandbox would not take the session (it is destroyed; the caller starts
 // a cold one); otherwise the session exists, or err says why not.
-func (m *Manager) createWarm(ctx context.Context, k key, e *entry, w *warm) (s *Session, ok bool, err error) {
+func (m *Manager) createWarm(ctx context.Context, k key, e *entry, w *warm, req *CreateRequest) (s *Session, ok bool, err error) {
 	rec := e.rec
 	name := w.sb.Name()
 	env := mergeEnv(w.img.Env, rec.Env)
@@ -132,7 +132,15 @@ func (m *Manager) createWarm(ctx context.Context, k key, e *entry, w *warm) (s *
 	rec.Pid = w.sb.Pid()
 	e.cwd = rec.BaseDir
 	e.mu.Unlock()
+	// A network is attached after the sandbox starts, warm or cold: a
+	// warm sandbox gets it at claim.
+	if err := m.attachNetwork(ctx, rec, w.sb, req); err != nil {
+		m.discardWarm(ctx, w)
+		m.abandon(k, e, err)
+		return nil, true, err
+	}
 	if err := m.store.CreateSession(ctx, rec); err != nil {
+		m.detachNetwork(name)
 		m.discardWarm(ctx, w)
 		m.abandon(k, e, err)
 		return nil, true, err

@@ -172,6 +172,9 @@ type Usage struct {
 	OOMKills    uint64
 	// DiskBytes is the size of the writable layer, where it is measured.
 	DiskBytes int64
+	// NetworkInBytes and NetworkOutBytes are what the session's network
+	// link carried into and out of it (0 without a network).
+	NetworkInBytes, NetworkOutBytes uint64
 }
 
 // ExecResult is a command's outcome.

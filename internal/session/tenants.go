@@ -27,6 +27,11 @@ type TenantLimits struct {
 	// PublicPorts lets the tenant's sessions serve ports without
 	// authentication (SetPortPublic).
 	PublicPorts bool
+	// NetworkMaxMode and NetworkAllow are the tenant's network ceiling
+	// (rules.Ceiling): the widest mode ("" : open) and, when not empty,
+	// the maximum allow-list.
+	NetworkMaxMode string
+	NetworkAllow   []string
 }
 
 // Tenants gives the manager each tenant's limits.

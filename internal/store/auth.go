@@ -291,6 +291,9 @@ type policyJSON struct {
 	Allow       []string `json:"allow,omitempty"`
 	Deny        []string `json:"deny,omitempty"`
 	PublicPorts *bool    `json:"public_ports,omitempty"`
+	// The network ceiling.
+	NetworkMaxMode string   `json:"network_max_mode,omitempty"`
+	NetworkAllow   []string `json:"network_allow,omitempty"`
 }
 
 // encodeTenant converts a validated t to its column encoding.
@@ -311,7 +314,8 @@ func encodeTenant(t *auth.Tenant) (*tenantRecord, error) {
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "tenant %q: quota: %w", t.Name, err)
 	}
-	policy, err := json.Marshal(policyJSON{Allow: t.Policy.Allow, Deny: t.Policy.Deny, PublicPorts: t.Policy.PublicPorts})
+	policy, err := json.Marshal(policyJSON{Allow: t.Policy.Allow, Deny: t.Policy.Deny, PublicPorts: t.Policy.PublicPorts,
+		NetworkMaxMode: t.Policy.NetworkMaxMode, NetworkAllow: t.Policy.NetworkAllow})
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "tenant %q: policy: %w", t.Name, err)
 	}
@@ -338,7 +342,7 @@ func (r *tenantRecord) decode() (*auth.Tenant, error) {
 			MaxWorkspaces:  q.MaxWorkspaces,
 			MaxSnapshots:   q.MaxSnapshots,
 		},
-		Policy:    auth.Policy{Allow: p.Allow, Deny: p.Deny, PublicPorts: p.PublicPorts},
+		Policy:    auth.Policy{Allow: p.Allow, Deny: p.Deny, PublicPorts: p.PublicPorts, NetworkMaxMode: p.NetworkMaxMode, NetworkAllow: p.NetworkAllow},
 		UpdatedAt: decodeTime(r.updatedAt),
 	}, nil
 }

@@ -93,7 +93,8 @@ func Session(in *session.Info) api.Session {
 		out.User = "root"
 	}
 	if in.Usage != nil {
-		out.Usage = &api.Usage{MemoryBytes: in.Usage.MemoryBytes, Pids: in.Usage.Pids, CPUSeconds: in.Usage.CPUSeconds, DiskBytes: in.Usage.DiskBytes}
+		out.Usage = &api.Usage{MemoryBytes: in.Usage.MemoryBytes, Pids: in.Usage.Pids, CPUSeconds: in.Usage.CPUSeconds, DiskBytes: in.Usage.DiskBytes,
+			NetworkInBytes: in.Usage.NetworkInBytes, NetworkOutBytes: in.Usage.NetworkOutBytes}
 	}
 	return out
 }

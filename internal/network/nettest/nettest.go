@@ -5,14 +5,23 @@
 package nettest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
@@ -113,11 +122,42 @@ const (
 // World is a host namespace whose default route leads into a namespace
 // that plays the internet: a resolver at UpstreamAddr answering Zone, and
 // HTTP on ports 80 and 8080 of every address it has, answering
-// "hello from HOST at ADDR", and a TCP echo on port 7.
+// "hello from HOST at ADDR", HTTPS on port 443 answering "hello from HOST
+// (SNI NAME) at ADDR" with a certificate for every name of Zone, and a TCP
+// echo on port 7.
 type World struct {
 	Host, Inet netns.NsHandle
 	// HostPath opens Host (network.Config.NetNS).
 	HostPath string
+	// Roots trusts the HTTPS servers' certificate.
+	Roots *x509.CertPool
+}
+
+// selfSigned makes a certificate for every name of Zone.
+func selfSigned() (tls.Certificate, *x509.CertPool, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	var names []string
+	for n := range Zone {
+		names = append(names, strings.TrimSuffix(n, "."))
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "the test internet"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		DNSNames: names, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}, pool, nil
 }
 
 // NewWorld builds a World; it is gone when the test ends.
@@ -166,7 +206,7 @@ func NewWorld(t testing.TB) *World {
 		rw.WriteMsg(m)
 	})
 	var pc net.PacketConn
-	var ln, web, web8080, echo net.Listener
+	var ln, web, web8080, web443, echo net.Listener
 	Must(t, Do(w.Inet, func() (err error) {
 		if pc, err = net.ListenPacket("udp4", UpstreamAddr+":53"); err != nil {
 			return err
@@ -178,6 +218,9 @@ func NewWorld(t testing.TB) *World {
 			return err
 		}
 		if web8080, err = net.Listen("tcp4", ":8080"); err != nil {
+			return err
+		}
+		if web443, err = net.Listen("tcp4", ":443"); err != nil {
 			return err
 		}
 		echo, err = net.Listen("tcp4", ":7")
@@ -198,12 +241,30 @@ func NewWorld(t testing.TB) *World {
 		go s.ActivateAndServe()
 		t.Cleanup(func() { s.Shutdown() })
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	hello := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bulk" {
+			// A large body for throughput: ?n= bytes of zeros.
+			n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+			rw.Header().Set("Content-Length", strconv.Itoa(n))
+			io.CopyN(rw, zeros{}, int64(n))
+			return
+		}
+		if r.TLS != nil {
+			fmt.Fprintf(rw, "hello from %s (SNI %s) at %s", r.Host, r.TLS.ServerName, r.Context().Value(http.LocalAddrContextKey))
+			return
+		}
 		fmt.Fprintf(rw, "hello from %s at %s", r.Host, r.Context().Value(http.LocalAddrContextKey))
-	})}
+	})
+	srv := &http.Server{Handler: hello}
 	go srv.Serve(web)
 	go srv.Serve(web8080)
 	t.Cleanup(func() { srv.Close() })
+	cert, roots, err := selfSigned()
+	Must(t, err)
+	w.Roots = roots
+	tlsSrv := &http.Server{Handler: hello, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	go tlsSrv.ServeTLS(web443, "", "")
+	t.Cleanup(func() { tlsSrv.Close() })
 
 	// The daemon's port on the host.
 	var daemon net.Listener
@@ -223,4 +284,12 @@ func NewWorld(t testing.TB) *World {
 	}()
 	t.Cleanup(func() { daemon.Close() })
 	return w
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
 }

@@ -31,6 +31,9 @@ var restRPC = map[string][]string{
 	"GET /v1/sessions/{id}/files/list":              {"FileService.ListFiles"},
 	"GET /v1/sessions/{id}/files/stat":              {"FileService.StatFile"},
 	"POST /v1/sessions/{id}/files/mkdir":            {"FileService.Mkdir"},
+	"GET /v1/sessions/{id}/network":                 {"NetworkService.GetNetwork"},
+	"PATCH /v1/sessions/{id}/network":               {"NetworkService.UpdateNetwork"},
+	"GET /v1/sessions/{id}/network/denials":         {"NetworkService.ListNetworkDenials"},
 }
 
 // restOnly are the REST operations the RPC API leaves out, and why.
@@ -68,9 +71,6 @@ var restOnly = map[string]string{
 	"GET /v1/sessions/{id}/ports":               "ports into a sandbox: REST, the CLI and the Go client for now (the proxy itself is HTTP by nature)",
 	"PUT /v1/sessions/{id}/ports/{port}":        "ports into a sandbox: REST, the CLI and the Go client for now (the proxy itself is HTTP by nature)",
 	"GET /v1/sessions/{id}/port-forward/{port}": "raw TCP over a WebSocket; a bidirectional RPC stream may follow",
-	"GET /v1/sessions/{id}/network":             "egress policy: REST (and create's network field over every transport) for now",
-	"PATCH /v1/sessions/{id}/network":           "egress policy: REST (and create's network field over every transport) for now",
-	"GET /v1/sessions/{id}/network/denials":     "egress policy: REST and MCP for now",
 	"GET /healthz":                              "probe",
 	"GET /readyz":                               "probe",
 	"GET /metrics":                              "Prometheus metrics",

@@ -172,9 +172,13 @@ type Usage struct {
 	Pids        uint64                 `protobuf:"varint,2,opt,name=pids,proto3" json:"pids,omitempty"`
 	CpuSeconds  float64                `protobuf:"fixed64,3,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
 	// The size of the session's writable layer.
-	DiskBytes     int64 `protobuf:"varint,4,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DiskBytes int64 `protobuf:"varint,4,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	// Bytes the session's network link carried into and out of it (0
+	// without a network).
+	NetworkInBytes  uint64 `protobuf:"varint,5,opt,name=network_in_bytes,json=networkInBytes,proto3" json:"network_in_bytes,omitempty"`
+	NetworkOutBytes uint64 `protobuf:"varint,6,opt,name=network_out_bytes,json=networkOutBytes,proto3" json:"network_out_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -231,6 +235,20 @@ func (x *Usage) GetCpuSeconds() float64 {
 func (x *Usage) GetDiskBytes() int64 {
 	if x != nil {
 		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetNetworkInBytes() uint64 {
+	if x != nil {
+		return x.NetworkInBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetNetworkOutBytes() uint64 {
+	if x != nil {
+		return x.NetworkOutBytes
 	}
 	return 0
 }
@@ -399,7 +417,9 @@ type CreateSessionRequest struct {
 	Env    map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Cwd    string            `protobuf:"bytes,4,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	Limits *Limits           `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
-	// "none" (the only mode so far: loopback only).
+	// The network mode: "none" (loopback only), "open" (the internet but
+	// what is always blocked) or "allowlist"; empty: the daemon's default
+	// (network.default_mode), or allowlist when network_allow is given.
 	Network string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
 	// The idle time after which the session is deleted; every call
 	// refreshes it.
@@ -409,7 +429,12 @@ type CreateSessionRequest struct {
 	Labels             map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// A user of the image: a name from its /etc/passwd, "uid" or "uid:gid".
 	// Default root (of the session's own user namespace).
-	User          string `protobuf:"bytes,10,opt,name=user,proto3" json:"user,omitempty"`
+	User string `protobuf:"bytes,10,opt,name=user,proto3" json:"user,omitempty"`
+	// Allow rules of the network policy: names, "*." wildcards, IPv4
+	// addresses or CIDRs, each with an optional ":port".
+	NetworkAllow []string `protobuf:"bytes,11,rep,name=network_allow,json=networkAllow,proto3" json:"network_allow,omitempty"`
+	// Deny rules, which win over allow rules (no ports).
+	NetworkDeny   []string `protobuf:"bytes,12,rep,name=network_deny,json=networkDeny,proto3" json:"network_deny,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -512,6 +537,20 @@ func (x *CreateSessionRequest) GetUser() string {
 		return x.User
 	}
 	return ""
+}
+
+func (x *CreateSessionRequest) GetNetworkAllow() []string {
+	if x != nil {
+		return x.NetworkAllow
+	}
+	return nil
+}
+
+func (x *CreateSessionRequest) GetNetworkDeny() []string {
+	if x != nil {
+		return x.NetworkDeny
+	}
+	return nil
 }
 
 type CreateSessionResponse struct {
@@ -1133,8 +1172,12 @@ type RunRequest struct {
 	Cwd            string             `protobuf:"bytes,8,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	TimeoutMs      int64              `protobuf:"varint,9,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	MaxOutputBytes int64              `protobuf:"varint,10,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The run's network, as CreateSessionRequest's.
+	Network       string   `protobuf:"bytes,11,opt,name=network,proto3" json:"network,omitempty"`
+	NetworkAllow  []string `protobuf:"bytes,12,rep,name=network_allow,json=networkAllow,proto3" json:"network_allow,omitempty"`
+	NetworkDeny   []string `protobuf:"bytes,13,rep,name=network_deny,json=networkDeny,proto3" json:"network_deny,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunRequest) Reset() {
@@ -1246,6 +1289,27 @@ func (x *RunRequest) GetMaxOutputBytes() int64 {
 		return x.MaxOutputBytes
 	}
 	return 0
+}
+
+func (x *RunRequest) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *RunRequest) GetNetworkAllow() []string {
+	if x != nil {
+		return x.NetworkAllow
+	}
+	return nil
+}
+
+func (x *RunRequest) GetNetworkDeny() []string {
+	if x != nil {
+		return x.NetworkDeny
+	}
+	return nil
 }
 
 type isRunRequest_Input interface {
@@ -3563,6 +3627,349 @@ func (*DeleteFileResponse) Descriptor() ([]byte, []int) {
 	return file_warren_v1_warren_proto_rawDescGZIP(), []int{51}
 }
 
+// NetworkPolicy is a session's egress policy.
+type NetworkPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "none", "open" or "allowlist".
+	Mode          string   `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	Allow         []string `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`
+	Deny          []string `protobuf:"bytes,3,rep,name=deny,proto3" json:"deny,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkPolicy) Reset() {
+	*x = NetworkPolicy{}
+	mi := &file_warren_v1_warren_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkPolicy) ProtoMessage() {}
+
+func (x *NetworkPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_v1_warren_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkPolicy.ProtoReflect.Descriptor instead.
+func (*NetworkPolicy) Descriptor() ([]byte, []int) {
+	return file_warren_v1_warren_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *NetworkPolicy) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *NetworkPolicy) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *NetworkPolicy) GetDeny() []string {
+	if x != nil {
+		return x.Deny
+	}
+	return nil
+}
+
+type GetNetworkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNetworkRequest) Reset() {
+	*x = GetNetworkRequest{}
+	mi := &file_warren_v1_warren_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNetworkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNetworkRequest) ProtoMessage() {}
+
+func (x *GetNetworkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_v1_warren_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNetworkRequest.ProtoReflect.Descriptor instead.
+func (*GetNetworkRequest) Descriptor() ([]byte, []int) {
+	return file_warren_v1_warren_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *GetNetworkRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type UpdateNetworkRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Empty: the current mode.
+	Mode          string   `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	Allow         []string `protobuf:"bytes,3,rep,name=allow,proto3" json:"allow,omitempty"`
+	Deny          []string `protobuf:"bytes,4,rep,name=deny,proto3" json:"deny,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNetworkRequest) Reset() {
+	*x = UpdateNetworkRequest{}
+	mi := &file_warren_v1_warren_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNetworkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNetworkRequest) ProtoMessage() {}
+
+func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_v1_warren_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
+	return file_warren_v1_warren_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *UpdateNetworkRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *UpdateNetworkRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *UpdateNetworkRequest) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *UpdateNetworkRequest) GetDeny() []string {
+	if x != nil {
+		return x.Deny
+	}
+	return nil
+}
+
+type ListNetworkDenialsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNetworkDenialsRequest) Reset() {
+	*x = ListNetworkDenialsRequest{}
+	mi := &file_warren_v1_warren_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNetworkDenialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNetworkDenialsRequest) ProtoMessage() {}
+
+func (x *ListNetworkDenialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_v1_warren_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNetworkDenialsRequest.ProtoReflect.Descriptor instead.
+func (*ListNetworkDenialsRequest) Descriptor() ([]byte, []int) {
+	return file_warren_v1_warren_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ListNetworkDenialsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// NetworkDenial is one name or connection a session's policy refused.
+type NetworkDenial struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The name asked for, or the address connected to.
+	Host string `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	// The port connected to; 0 for a DNS question.
+	Port int32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	// "dns", "tcp", "udp", "icmp", "tls", "http" or another protocol.
+	Proto         string `protobuf:"bytes,4,opt,name=proto,proto3" json:"proto,omitempty"`
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkDenial) Reset() {
+	*x = NetworkDenial{}
+	mi := &file_warren_v1_warren_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkDenial) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkDenial) ProtoMessage() {}
+
+func (x *NetworkDenial) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_v1_warren_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkDenial.ProtoReflect.Descriptor instead.
+func (*NetworkDenial) Descriptor() ([]byte, []int) {
+	return file_warren_v1_warren_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *NetworkDenial) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *NetworkDenial) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *NetworkDenial) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *NetworkDenial) GetProto() string {
+	if x != nil {
+		return x.Proto
+	}
+	return ""
+}
+
+func (x *NetworkDenial) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ListNetworkDenialsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Denials       []*NetworkDenial       `protobuf:"bytes,1,rep,name=denials,proto3" json:"denials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNetworkDenialsResponse) Reset() {
+	*x = ListNetworkDenialsResponse{}
+	mi := &file_warren_v1_warren_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNetworkDenialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNetworkDenialsResponse) ProtoMessage() {}
+
+func (x *ListNetworkDenialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_v1_warren_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNetworkDenialsResponse.ProtoReflect.Descriptor instead.
+func (*ListNetworkDenialsResponse) Descriptor() ([]byte, []int) {
+	return file_warren_v1_warren_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ListNetworkDenialsResponse) GetDenials() []*NetworkDenial {
+	if x != nil {
+		return x.Denials
+	}
+	return nil
+}
+
 var File_warren_v1_warren_proto protoreflect.FileDescriptor
 
 const file_warren_v1_warren_proto_rawDesc = "" +
@@ -3574,14 +3981,16 @@ const file_warren_v1_warren_proto_rawDesc = "" +
 	"\tmemory_mb\x18\x01 \x01(\x03R\bmemoryMb\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x17\n" +
-	"\adisk_mb\x18\x04 \x01(\x03R\x06diskMb\"~\n" +
+	"\adisk_mb\x18\x04 \x01(\x03R\x06diskMb\"\xd4\x01\n" +
 	"\x05Usage\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x04R\vmemoryBytes\x12\x12\n" +
 	"\x04pids\x18\x02 \x01(\x04R\x04pids\x12\x1f\n" +
 	"\vcpu_seconds\x18\x03 \x01(\x01R\n" +
 	"cpuSeconds\x12\x1d\n" +
 	"\n" +
-	"disk_bytes\x18\x04 \x01(\x03R\tdiskBytes\"\xaf\x04\n" +
+	"disk_bytes\x18\x04 \x01(\x03R\tdiskBytes\x12(\n" +
+	"\x10network_in_bytes\x18\x05 \x01(\x04R\x0enetworkInBytes\x12*\n" +
+	"\x11network_out_bytes\x18\x06 \x01(\x04R\x0fnetworkOutBytes\"\xaf\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -3603,7 +4012,7 @@ const file_warren_v1_warren_proto_rawDesc = "" +
 	"\x06reason\x18\x0e \x01(\tR\x06reason\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xee\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x04\n" +
 	"\x14CreateSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12:\n" +
@@ -3616,7 +4025,9 @@ const file_warren_v1_warren_proto_rawDesc = "" +
 	"\x14max_lifetime_seconds\x18\b \x01(\x03R\x12maxLifetimeSeconds\x12C\n" +
 	"\x06labels\x18\t \x03(\v2+.warren.v1.CreateSessionRequest.LabelsEntryR\x06labels\x12\x12\n" +
 	"\x04user\x18\n" +
-	" \x01(\tR\x04user\x1a6\n" +
+	" \x01(\tR\x04user\x12#\n" +
+	"\rnetwork_allow\x18\v \x03(\tR\fnetworkAllow\x12!\n" +
+	"\fnetwork_deny\x18\f \x03(\tR\vnetworkDeny\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
@@ -3670,7 +4081,7 @@ const file_warren_v1_warren_proto_rawDesc = "" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
-	"\x05input\"\x86\x03\n" +
+	"\x05input\"\xe8\x03\n" +
 	"\n" +
 	"RunRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12)\n" +
@@ -3684,7 +4095,10 @@ const file_warren_v1_warren_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\t \x01(\x03R\ttimeoutMs\x12(\n" +
 	"\x10max_output_bytes\x18\n" +
-	" \x01(\x03R\x0emaxOutputBytes\x1a6\n" +
+	" \x01(\x03R\x0emaxOutputBytes\x12\x18\n" +
+	"\anetwork\x18\v \x01(\tR\anetwork\x12#\n" +
+	"\rnetwork_allow\x18\f \x03(\tR\fnetworkAllow\x12!\n" +
+	"\fnetwork_deny\x18\r \x03(\tR\vnetworkDeny\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
@@ -3864,13 +4278,42 @@ const file_warren_v1_warren_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
 	"\trecursive\x18\x03 \x01(\bR\trecursive\"\x14\n" +
-	"\x12DeleteFileResponse2\xde\x02\n" +
+	"\x12DeleteFileResponse\"M\n" +
+	"\rNetworkPolicy\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
+	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x12\n" +
+	"\x04deny\x18\x03 \x03(\tR\x04deny\"2\n" +
+	"\x11GetNetworkRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"s\n" +
+	"\x14UpdateNetworkRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x14\n" +
+	"\x05allow\x18\x03 \x03(\tR\x05allow\x12\x12\n" +
+	"\x04deny\x18\x04 \x03(\tR\x04deny\":\n" +
+	"\x19ListNetworkDenialsRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x95\x01\n" +
+	"\rNetworkDenial\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x14\n" +
+	"\x05proto\x18\x04 \x01(\tR\x05proto\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"P\n" +
+	"\x1aListNetworkDenialsResponse\x122\n" +
+	"\adenials\x18\x01 \x03(\v2\x18.warren.v1.NetworkDenialR\adenials2\xde\x02\n" +
 	"\x0eSessionService\x12R\n" +
 	"\rCreateSession\x12\x1f.warren.v1.CreateSessionRequest\x1a .warren.v1.CreateSessionResponse\x12N\n" +
 	"\n" +
 	"GetSession\x12\x1c.warren.v1.GetSessionRequest\x1a\x1d.warren.v1.GetSessionResponse\"\x03\x90\x02\x01\x12T\n" +
 	"\fListSessions\x12\x1e.warren.v1.ListSessionsRequest\x1a\x1f.warren.v1.ListSessionsResponse\"\x03\x90\x02\x01\x12R\n" +
-	"\rDeleteSession\x12\x1f.warren.v1.DeleteSessionRequest\x1a .warren.v1.DeleteSessionResponse2\xc6\x01\n" +
+	"\rDeleteSession\x12\x1f.warren.v1.DeleteSessionRequest\x1a .warren.v1.DeleteSessionResponse2\x8f\x02\n" +
+	"\x0eNetworkService\x12I\n" +
+	"\n" +
+	"GetNetwork\x12\x1c.warren.v1.GetNetworkRequest\x1a\x18.warren.v1.NetworkPolicy\"\x03\x90\x02\x01\x12J\n" +
+	"\rUpdateNetwork\x12\x1f.warren.v1.UpdateNetworkRequest\x1a\x18.warren.v1.NetworkPolicy\x12f\n" +
+	"\x12ListNetworkDenials\x12$.warren.v1.ListNetworkDenialsRequest\x1a%.warren.v1.ListNetworkDenialsResponse\"\x03\x90\x02\x012\xc6\x01\n" +
 	"\vExecService\x125\n" +
 	"\x04Exec\x12\x16.warren.v1.ExecRequest\x1a\x15.warren.v1.ExecResult\x12K\n" +
 	"\n" +
@@ -3909,151 +4352,165 @@ func file_warren_v1_warren_proto_rawDescGZIP() []byte {
 	return file_warren_v1_warren_proto_rawDescData
 }
 
-var file_warren_v1_warren_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_warren_v1_warren_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_warren_v1_warren_proto_goTypes = []any{
-	(*ErrorDetail)(nil),             // 0: warren.v1.ErrorDetail
-	(*Limits)(nil),                  // 1: warren.v1.Limits
-	(*Usage)(nil),                   // 2: warren.v1.Usage
-	(*Session)(nil),                 // 3: warren.v1.Session
-	(*CreateSessionRequest)(nil),    // 4: warren.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),   // 5: warren.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),       // 6: warren.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 7: warren.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),     // 8: warren.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),    // 9: warren.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),    // 10: warren.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),   // 11: warren.v1.DeleteSessionResponse
-	(*ExecRequest)(nil),             // 12: warren.v1.ExecRequest
-	(*ExecStreamRequest)(nil),       // 13: warren.v1.ExecStreamRequest
-	(*RunRequest)(nil),              // 14: warren.v1.RunRequest
-	(*ExecResult)(nil),              // 15: warren.v1.ExecResult
-	(*OutputChunk)(nil),             // 16: warren.v1.OutputChunk
-	(*ExecStreamResponse)(nil),      // 17: warren.v1.ExecStreamResponse
-	(*Process)(nil),                 // 18: warren.v1.Process
-	(*StartProcessRequest)(nil),     // 19: warren.v1.StartProcessRequest
-	(*StartProcessResponse)(nil),    // 20: warren.v1.StartProcessResponse
-	(*ListProcessesRequest)(nil),    // 21: warren.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil),   // 22: warren.v1.ListProcessesResponse
-	(*GetProcessRequest)(nil),       // 23: warren.v1.GetProcessRequest
-	(*GetProcessResponse)(nil),      // 24: warren.v1.GetProcessResponse
-	(*ProcessOutputRequest)(nil),    // 25: warren.v1.ProcessOutputRequest
-	(*OutputGap)(nil),               // 26: warren.v1.OutputGap
-	(*ProcessExit)(nil),             // 27: warren.v1.ProcessExit
-	(*ProcessOutputResponse)(nil),   // 28: warren.v1.ProcessOutputResponse
-	(*WriteStdinRequest)(nil),       // 29: warren.v1.WriteStdinRequest
-	(*WriteStdinResponse)(nil),      // 30: warren.v1.WriteStdinResponse
-	(*SignalProcessRequest)(nil),    // 31: warren.v1.SignalProcessRequest
-	(*SignalProcessResponse)(nil),   // 32: warren.v1.SignalProcessResponse
-	(*ResizeProcessRequest)(nil),    // 33: warren.v1.ResizeProcessRequest
-	(*ResizeProcessResponse)(nil),   // 34: warren.v1.ResizeProcessResponse
-	(*KillProcessRequest)(nil),      // 35: warren.v1.KillProcessRequest
-	(*KillProcessResponse)(nil),     // 36: warren.v1.KillProcessResponse
-	(*FileEntry)(nil),               // 37: warren.v1.FileEntry
-	(*ReadFileRequest)(nil),         // 38: warren.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),        // 39: warren.v1.ReadFileResponse
-	(*WriteFileRequest)(nil),        // 40: warren.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),       // 41: warren.v1.WriteFileResponse
-	(*WriteFileStreamRequest)(nil),  // 42: warren.v1.WriteFileStreamRequest
-	(*WriteFileStreamResponse)(nil), // 43: warren.v1.WriteFileStreamResponse
-	(*ListFilesRequest)(nil),        // 44: warren.v1.ListFilesRequest
-	(*ListFilesResponse)(nil),       // 45: warren.v1.ListFilesResponse
-	(*StatFileRequest)(nil),         // 46: warren.v1.StatFileRequest
-	(*StatFileResponse)(nil),        // 47: warren.v1.StatFileResponse
-	(*MkdirRequest)(nil),            // 48: warren.v1.MkdirRequest
-	(*MkdirResponse)(nil),           // 49: warren.v1.MkdirResponse
-	(*DeleteFileRequest)(nil),       // 50: warren.v1.DeleteFileRequest
-	(*DeleteFileResponse)(nil),      // 51: warren.v1.DeleteFileResponse
-	nil,                             // 52: warren.v1.Session.LabelsEntry
-	nil,                             // 53: warren.v1.CreateSessionRequest.EnvEntry
-	nil,                             // 54: warren.v1.CreateSessionRequest.LabelsEntry
-	nil,                             // 55: warren.v1.ExecRequest.EnvEntry
-	nil,                             // 56: warren.v1.ExecStreamRequest.EnvEntry
-	nil,                             // 57: warren.v1.RunRequest.EnvEntry
-	nil,                             // 58: warren.v1.StartProcessRequest.EnvEntry
-	(*timestamppb.Timestamp)(nil),   // 59: google.protobuf.Timestamp
+	(*ErrorDetail)(nil),                // 0: warren.v1.ErrorDetail
+	(*Limits)(nil),                     // 1: warren.v1.Limits
+	(*Usage)(nil),                      // 2: warren.v1.Usage
+	(*Session)(nil),                    // 3: warren.v1.Session
+	(*CreateSessionRequest)(nil),       // 4: warren.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 5: warren.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 6: warren.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 7: warren.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),        // 8: warren.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 9: warren.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),       // 10: warren.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 11: warren.v1.DeleteSessionResponse
+	(*ExecRequest)(nil),                // 12: warren.v1.ExecRequest
+	(*ExecStreamRequest)(nil),          // 13: warren.v1.ExecStreamRequest
+	(*RunRequest)(nil),                 // 14: warren.v1.RunRequest
+	(*ExecResult)(nil),                 // 15: warren.v1.ExecResult
+	(*OutputChunk)(nil),                // 16: warren.v1.OutputChunk
+	(*ExecStreamResponse)(nil),         // 17: warren.v1.ExecStreamResponse
+	(*Process)(nil),                    // 18: warren.v1.Process
+	(*StartProcessRequest)(nil),        // 19: warren.v1.StartProcessRequest
+	(*StartProcessResponse)(nil),       // 20: warren.v1.StartProcessResponse
+	(*ListProcessesRequest)(nil),       // 21: warren.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil),      // 22: warren.v1.ListProcessesResponse
+	(*GetProcessRequest)(nil),          // 23: warren.v1.GetProcessRequest
+	(*GetProcessResponse)(nil),         // 24: warren.v1.GetProcessResponse
+	(*ProcessOutputRequest)(nil),       // 25: warren.v1.ProcessOutputRequest
+	(*OutputGap)(nil),                  // 26: warren.v1.OutputGap
+	(*ProcessExit)(nil),                // 27: warren.v1.ProcessExit
+	(*ProcessOutputResponse)(nil),      // 28: warren.v1.ProcessOutputResponse
+	(*WriteStdinRequest)(nil),          // 29: warren.v1.WriteStdinRequest
+	(*WriteStdinResponse)(nil),         // 30: warren.v1.WriteStdinResponse
+	(*SignalProcessRequest)(nil),       // 31: warren.v1.SignalProcessRequest
+	(*SignalProcessResponse)(nil),      // 32: warren.v1.SignalProcessResponse
+	(*ResizeProcessRequest)(nil),       // 33: warren.v1.ResizeProcessRequest
+	(*ResizeProcessResponse)(nil),      // 34: warren.v1.ResizeProcessResponse
+	(*KillProcessRequest)(nil),         // 35: warren.v1.KillProcessRequest
+	(*KillProcessResponse)(nil),        // 36: warren.v1.KillProcessResponse
+	(*FileEntry)(nil),                  // 37: warren.v1.FileEntry
+	(*ReadFileRequest)(nil),            // 38: warren.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),           // 39: warren.v1.ReadFileResponse
+	(*WriteFileRequest)(nil),           // 40: warren.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),          // 41: warren.v1.WriteFileResponse
+	(*WriteFileStreamRequest)(nil),     // 42: warren.v1.WriteFileStreamRequest
+	(*WriteFileStreamResponse)(nil),    // 43: warren.v1.WriteFileStreamResponse
+	(*ListFilesRequest)(nil),           // 44: warren.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),          // 45: warren.v1.ListFilesResponse
+	(*StatFileRequest)(nil),            // 46: warren.v1.StatFileRequest
+	(*StatFileResponse)(nil),           // 47: warren.v1.StatFileResponse
+	(*MkdirRequest)(nil),               // 48: warren.v1.MkdirRequest
+	(*MkdirResponse)(nil),              // 49: warren.v1.MkdirResponse
+	(*DeleteFileRequest)(nil),          // 50: warren.v1.DeleteFileRequest
+	(*DeleteFileResponse)(nil),         // 51: warren.v1.DeleteFileResponse
+	(*NetworkPolicy)(nil),              // 52: warren.v1.NetworkPolicy
+	(*GetNetworkRequest)(nil),          // 53: warren.v1.GetNetworkRequest
+	(*UpdateNetworkRequest)(nil),       // 54: warren.v1.UpdateNetworkRequest
+	(*ListNetworkDenialsRequest)(nil),  // 55: warren.v1.ListNetworkDenialsRequest
+	(*NetworkDenial)(nil),              // 56: warren.v1.NetworkDenial
+	(*ListNetworkDenialsResponse)(nil), // 57: warren.v1.ListNetworkDenialsResponse
+	nil,                                // 58: warren.v1.Session.LabelsEntry
+	nil,                                // 59: warren.v1.CreateSessionRequest.EnvEntry
+	nil,                                // 60: warren.v1.CreateSessionRequest.LabelsEntry
+	nil,                                // 61: warren.v1.ExecRequest.EnvEntry
+	nil,                                // 62: warren.v1.ExecStreamRequest.EnvEntry
+	nil,                                // 63: warren.v1.RunRequest.EnvEntry
+	nil,                                // 64: warren.v1.StartProcessRequest.EnvEntry
+	(*timestamppb.Timestamp)(nil),      // 65: google.protobuf.Timestamp
 }
 var file_warren_v1_warren_proto_depIdxs = []int32{
-	59, // 0: warren.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	59, // 1: warren.v1.Session.last_used_at:type_name -> google.protobuf.Timestamp
-	59, // 2: warren.v1.Session.expires_at:type_name -> google.protobuf.Timestamp
+	65, // 0: warren.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	65, // 1: warren.v1.Session.last_used_at:type_name -> google.protobuf.Timestamp
+	65, // 2: warren.v1.Session.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 3: warren.v1.Session.limits:type_name -> warren.v1.Limits
-	52, // 4: warren.v1.Session.labels:type_name -> warren.v1.Session.LabelsEntry
+	58, // 4: warren.v1.Session.labels:type_name -> warren.v1.Session.LabelsEntry
 	2,  // 5: warren.v1.Session.usage:type_name -> warren.v1.Usage
-	53, // 6: warren.v1.CreateSessionRequest.env:type_name -> warren.v1.CreateSessionRequest.EnvEntry
+	59, // 6: warren.v1.CreateSessionRequest.env:type_name -> warren.v1.CreateSessionRequest.EnvEntry
 	1,  // 7: warren.v1.CreateSessionRequest.limits:type_name -> warren.v1.Limits
-	54, // 8: warren.v1.CreateSessionRequest.labels:type_name -> warren.v1.CreateSessionRequest.LabelsEntry
+	60, // 8: warren.v1.CreateSessionRequest.labels:type_name -> warren.v1.CreateSessionRequest.LabelsEntry
 	3,  // 9: warren.v1.CreateSessionResponse.session:type_name -> warren.v1.Session
 	3,  // 10: warren.v1.GetSessionResponse.session:type_name -> warren.v1.Session
 	3,  // 11: warren.v1.ListSessionsResponse.sessions:type_name -> warren.v1.Session
-	55, // 12: warren.v1.ExecRequest.env:type_name -> warren.v1.ExecRequest.EnvEntry
-	56, // 13: warren.v1.ExecStreamRequest.env:type_name -> warren.v1.ExecStreamRequest.EnvEntry
+	61, // 12: warren.v1.ExecRequest.env:type_name -> warren.v1.ExecRequest.EnvEntry
+	62, // 13: warren.v1.ExecStreamRequest.env:type_name -> warren.v1.ExecStreamRequest.EnvEntry
 	1,  // 14: warren.v1.RunRequest.limits:type_name -> warren.v1.Limits
-	57, // 15: warren.v1.RunRequest.env:type_name -> warren.v1.RunRequest.EnvEntry
+	63, // 15: warren.v1.RunRequest.env:type_name -> warren.v1.RunRequest.EnvEntry
 	16, // 16: warren.v1.ExecStreamResponse.stdout:type_name -> warren.v1.OutputChunk
 	16, // 17: warren.v1.ExecStreamResponse.stderr:type_name -> warren.v1.OutputChunk
 	15, // 18: warren.v1.ExecStreamResponse.exit:type_name -> warren.v1.ExecResult
-	59, // 19: warren.v1.Process.started_at:type_name -> google.protobuf.Timestamp
-	59, // 20: warren.v1.Process.ended_at:type_name -> google.protobuf.Timestamp
-	58, // 21: warren.v1.StartProcessRequest.env:type_name -> warren.v1.StartProcessRequest.EnvEntry
+	65, // 19: warren.v1.Process.started_at:type_name -> google.protobuf.Timestamp
+	65, // 20: warren.v1.Process.ended_at:type_name -> google.protobuf.Timestamp
+	64, // 21: warren.v1.StartProcessRequest.env:type_name -> warren.v1.StartProcessRequest.EnvEntry
 	18, // 22: warren.v1.StartProcessResponse.process:type_name -> warren.v1.Process
 	18, // 23: warren.v1.ListProcessesResponse.processes:type_name -> warren.v1.Process
 	18, // 24: warren.v1.GetProcessResponse.process:type_name -> warren.v1.Process
 	16, // 25: warren.v1.ProcessOutputResponse.output:type_name -> warren.v1.OutputChunk
 	26, // 26: warren.v1.ProcessOutputResponse.gap:type_name -> warren.v1.OutputGap
 	27, // 27: warren.v1.ProcessOutputResponse.exit:type_name -> warren.v1.ProcessExit
-	59, // 28: warren.v1.FileEntry.mtime:type_name -> google.protobuf.Timestamp
+	65, // 28: warren.v1.FileEntry.mtime:type_name -> google.protobuf.Timestamp
 	37, // 29: warren.v1.ListFilesResponse.entries:type_name -> warren.v1.FileEntry
 	37, // 30: warren.v1.StatFileResponse.entry:type_name -> warren.v1.FileEntry
 	37, // 31: warren.v1.MkdirResponse.entry:type_name -> warren.v1.FileEntry
-	4,  // 32: warren.v1.SessionService.CreateSession:input_type -> warren.v1.CreateSessionRequest
-	6,  // 33: warren.v1.SessionService.GetSession:input_type -> warren.v1.GetSessionRequest
-	8,  // 34: warren.v1.SessionService.ListSessions:input_type -> warren.v1.ListSessionsRequest
-	10, // 35: warren.v1.SessionService.DeleteSession:input_type -> warren.v1.DeleteSessionRequest
-	12, // 36: warren.v1.ExecService.Exec:input_type -> warren.v1.ExecRequest
-	13, // 37: warren.v1.ExecService.ExecStream:input_type -> warren.v1.ExecStreamRequest
-	14, // 38: warren.v1.ExecService.Run:input_type -> warren.v1.RunRequest
-	19, // 39: warren.v1.ProcessService.StartProcess:input_type -> warren.v1.StartProcessRequest
-	21, // 40: warren.v1.ProcessService.ListProcesses:input_type -> warren.v1.ListProcessesRequest
-	23, // 41: warren.v1.ProcessService.GetProcess:input_type -> warren.v1.GetProcessRequest
-	25, // 42: warren.v1.ProcessService.ProcessOutput:input_type -> warren.v1.ProcessOutputRequest
-	29, // 43: warren.v1.ProcessService.WriteStdin:input_type -> warren.v1.WriteStdinRequest
-	31, // 44: warren.v1.ProcessService.SignalProcess:input_type -> warren.v1.SignalProcessRequest
-	33, // 45: warren.v1.ProcessService.ResizeProcess:input_type -> warren.v1.ResizeProcessRequest
-	35, // 46: warren.v1.ProcessService.KillProcess:input_type -> warren.v1.KillProcessRequest
-	38, // 47: warren.v1.FileService.ReadFile:input_type -> warren.v1.ReadFileRequest
-	40, // 48: warren.v1.FileService.WriteFile:input_type -> warren.v1.WriteFileRequest
-	42, // 49: warren.v1.FileService.WriteFileStream:input_type -> warren.v1.WriteFileStreamRequest
-	44, // 50: warren.v1.FileService.ListFiles:input_type -> warren.v1.ListFilesRequest
-	46, // 51: warren.v1.FileService.StatFile:input_type -> warren.v1.StatFileRequest
-	48, // 52: warren.v1.FileService.Mkdir:input_type -> warren.v1.MkdirRequest
-	50, // 53: warren.v1.FileService.DeleteFile:input_type -> warren.v1.DeleteFileRequest
-	5,  // 54: warren.v1.SessionService.CreateSession:output_type -> warren.v1.CreateSessionResponse
-	7,  // 55: warren.v1.SessionService.GetSession:output_type -> warren.v1.GetSessionResponse
-	9,  // 56: warren.v1.SessionService.ListSessions:output_type -> warren.v1.ListSessionsResponse
-	11, // 57: warren.v1.SessionService.DeleteSession:output_type -> warren.v1.DeleteSessionResponse
-	15, // 58: warren.v1.ExecService.Exec:output_type -> warren.v1.ExecResult
-	17, // 59: warren.v1.ExecService.ExecStream:output_type -> warren.v1.ExecStreamResponse
-	15, // 60: warren.v1.ExecService.Run:output_type -> warren.v1.ExecResult
-	20, // 61: warren.v1.ProcessService.StartProcess:output_type -> warren.v1.StartProcessResponse
-	22, // 62: warren.v1.ProcessService.ListProcesses:output_type -> warren.v1.ListProcessesResponse
-	24, // 63: warren.v1.ProcessService.GetProcess:output_type -> warren.v1.GetProcessResponse
-	28, // 64: warren.v1.ProcessService.ProcessOutput:output_type -> warren.v1.ProcessOutputResponse
-	30, // 65: warren.v1.ProcessService.WriteStdin:output_type -> warren.v1.WriteStdinResponse
-	32, // 66: warren.v1.ProcessService.SignalProcess:output_type -> warren.v1.SignalProcessResponse
-	34, // 67: warren.v1.ProcessService.ResizeProcess:output_type -> warren.v1.ResizeProcessResponse
-	36, // 68: warren.v1.ProcessService.KillProcess:output_type -> warren.v1.KillProcessResponse
-	39, // 69: warren.v1.FileService.ReadFile:output_type -> warren.v1.ReadFileResponse
-	41, // 70: warren.v1.FileService.WriteFile:output_type -> warren.v1.WriteFileResponse
-	43, // 71: warren.v1.FileService.WriteFileStream:output_type -> warren.v1.WriteFileStreamResponse
-	45, // 72: warren.v1.FileService.ListFiles:output_type -> warren.v1.ListFilesResponse
-	47, // 73: warren.v1.FileService.StatFile:output_type -> warren.v1.StatFileResponse
-	49, // 74: warren.v1.FileService.Mkdir:output_type -> warren.v1.MkdirResponse
-	51, // 75: warren.v1.FileService.DeleteFile:output_type -> warren.v1.DeleteFileResponse
-	54, // [54:76] is the sub-list for method output_type
-	32, // [32:54] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	65, // 32: warren.v1.NetworkDenial.time:type_name -> google.protobuf.Timestamp
+	56, // 33: warren.v1.ListNetworkDenialsResponse.denials:type_name -> warren.v1.NetworkDenial
+	4,  // 34: warren.v1.SessionService.CreateSession:input_type -> warren.v1.CreateSessionRequest
+	6,  // 35: warren.v1.SessionService.GetSession:input_type -> warren.v1.GetSessionRequest
+	8,  // 36: warren.v1.SessionService.ListSessions:input_type -> warren.v1.ListSessionsRequest
+	10, // 37: warren.v1.SessionService.DeleteSession:input_type -> warren.v1.DeleteSessionRequest
+	53, // 38: warren.v1.NetworkService.GetNetwork:input_type -> warren.v1.GetNetworkRequest
+	54, // 39: warren.v1.NetworkService.UpdateNetwork:input_type -> warren.v1.UpdateNetworkRequest
+	55, // 40: warren.v1.NetworkService.ListNetworkDenials:input_type -> warren.v1.ListNetworkDenialsRequest
+	12, // 41: warren.v1.ExecService.Exec:input_type -> warren.v1.ExecRequest
+	13, // 42: warren.v1.ExecService.ExecStream:input_type -> warren.v1.ExecStreamRequest
+	14, // 43: warren.v1.ExecService.Run:input_type -> warren.v1.RunRequest
+	19, // 44: warren.v1.ProcessService.StartProcess:input_type -> warren.v1.StartProcessRequest
+	21, // 45: warren.v1.ProcessService.ListProcesses:input_type -> warren.v1.ListProcessesRequest
+	23, // 46: warren.v1.ProcessService.GetProcess:input_type -> warren.v1.GetProcessRequest
+	25, // 47: warren.v1.ProcessService.ProcessOutput:input_type -> warren.v1.ProcessOutputRequest
+	29, // 48: warren.v1.ProcessService.WriteStdin:input_type -> warren.v1.WriteStdinRequest
+	31, // 49: warren.v1.ProcessService.SignalProcess:input_type -> warren.v1.SignalProcessRequest
+	33, // 50: warren.v1.ProcessService.ResizeProcess:input_type -> warren.v1.ResizeProcessRequest
+	35, // 51: warren.v1.ProcessService.KillProcess:input_type -> warren.v1.KillProcessRequest
+	38, // 52: warren.v1.FileService.ReadFile:input_type -> warren.v1.ReadFileRequest
+	40, // 53: warren.v1.FileService.WriteFile:input_type -> warren.v1.WriteFileRequest
+	42, // 54: warren.v1.FileService.WriteFileStream:input_type -> warren.v1.WriteFileStreamRequest
+	44, // 55: warren.v1.FileService.ListFiles:input_type -> warren.v1.ListFilesRequest
+	46, // 56: warren.v1.FileService.StatFile:input_type -> warren.v1.StatFileRequest
+	48, // 57: warren.v1.FileService.Mkdir:input_type -> warren.v1.MkdirRequest
+	50, // 58: warren.v1.FileService.DeleteFile:input_type -> warren.v1.DeleteFileRequest
+	5,  // 59: warren.v1.SessionService.CreateSession:output_type -> warren.v1.CreateSessionResponse
+	7,  // 60: warren.v1.SessionService.GetSession:output_type -> warren.v1.GetSessionResponse
+	9,  // 61: warren.v1.SessionService.ListSessions:output_type -> warren.v1.ListSessionsResponse
+	11, // 62: warren.v1.SessionService.DeleteSession:output_type -> warren.v1.DeleteSessionResponse
+	52, // 63: warren.v1.NetworkService.GetNetwork:output_type -> warren.v1.NetworkPolicy
+	52, // 64: warren.v1.NetworkService.UpdateNetwork:output_type -> warren.v1.NetworkPolicy
+	57, // 65: warren.v1.NetworkService.ListNetworkDenials:output_type -> warren.v1.ListNetworkDenialsResponse
+	15, // 66: warren.v1.ExecService.Exec:output_type -> warren.v1.ExecResult
+	17, // 67: warren.v1.ExecService.ExecStream:output_type -> warren.v1.ExecStreamResponse
+	15, // 68: warren.v1.ExecService.Run:output_type -> warren.v1.ExecResult
+	20, // 69: warren.v1.ProcessService.StartProcess:output_type -> warren.v1.StartProcessResponse
+	22, // 70: warren.v1.ProcessService.ListProcesses:output_type -> warren.v1.ListProcessesResponse
+	24, // 71: warren.v1.ProcessService.GetProcess:output_type -> warren.v1.GetProcessResponse
+	28, // 72: warren.v1.ProcessService.ProcessOutput:output_type -> warren.v1.ProcessOutputResponse
+	30, // 73: warren.v1.ProcessService.WriteStdin:output_type -> warren.v1.WriteStdinResponse
+	32, // 74: warren.v1.ProcessService.SignalProcess:output_type -> warren.v1.SignalProcessResponse
+	34, // 75: warren.v1.ProcessService.ResizeProcess:output_type -> warren.v1.ResizeProcessResponse
+	36, // 76: warren.v1.ProcessService.KillProcess:output_type -> warren.v1.KillProcessResponse
+	39, // 77: warren.v1.FileService.ReadFile:output_type -> warren.v1.ReadFileResponse
+	41, // 78: warren.v1.FileService.WriteFile:output_type -> warren.v1.WriteFileResponse
+	43, // 79: warren.v1.FileService.WriteFileStream:output_type -> warren.v1.WriteFileStreamResponse
+	45, // 80: warren.v1.FileService.ListFiles:output_type -> warren.v1.ListFilesResponse
+	47, // 81: warren.v1.FileService.StatFile:output_type -> warren.v1.StatFileResponse
+	49, // 82: warren.v1.FileService.Mkdir:output_type -> warren.v1.MkdirResponse
+	51, // 83: warren.v1.FileService.DeleteFile:output_type -> warren.v1.DeleteFileResponse
+	59, // [59:84] is the sub-list for method output_type
+	34, // [34:59] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_warren_v1_warren_proto_init() }
@@ -4091,9 +4548,9 @@ func file_warren_v1_warren_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_warren_v1_warren_proto_rawDesc), len(file_warren_v1_warren_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   59,
+			NumMessages:   65,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_warren_v1_warren_proto_goTypes,
 		DependencyIndexes: file_warren_v1_warren_proto_depIdxs,

@@ -47,6 +47,8 @@ const _ = connect.IsAtLeastVersion1_13_0
 const (
 	// SessionServiceName is the fully-qualified name of the SessionService service.
 	SessionServiceName = "warren.v1.SessionService"
+	// NetworkServiceName is the fully-qualified name of the NetworkService service.
+	NetworkServiceName = "warren.v1.NetworkService"
 	// ExecServiceName is the fully-qualified name of the ExecService service.
 	ExecServiceName = "warren.v1.ExecService"
 	// ProcessServiceName is the fully-qualified name of the ProcessService service.
@@ -75,6 +77,15 @@ const (
 	// SessionServiceDeleteSessionProcedure is the fully-qualified name of the SessionService's
 	// DeleteSession RPC.
 	SessionServiceDeleteSessionProcedure = "/warren.v1.SessionService/DeleteSession"
+	// NetworkServiceGetNetworkProcedure is the fully-qualified name of the NetworkService's GetNetwork
+	// RPC.
+	NetworkServiceGetNetworkProcedure = "/warren.v1.NetworkService/GetNetwork"
+	// NetworkServiceUpdateNetworkProcedure is the fully-qualified name of the NetworkService's
+	// UpdateNetwork RPC.
+	NetworkServiceUpdateNetworkProcedure = "/warren.v1.NetworkService/UpdateNetwork"
+	// NetworkServiceListNetworkDenialsProcedure is the fully-qualified name of the NetworkService's
+	// ListNetworkDenials RPC.
+	NetworkServiceListNetworkDenialsProcedure = "/warren.v1.NetworkService/ListNetworkDenials"
 	// ExecServiceExecProcedure is the fully-qualified name of the ExecService's Exec RPC.
 	ExecServiceExecProcedure = "/warren.v1.ExecService/Exec"
 	// ExecServiceExecStreamProcedure is the fully-qualified name of the ExecService's ExecStream RPC.
@@ -286,6 +297,150 @@ func (UnimplementedSessionServiceHandler) ListSessions(context.Context, *connect
 
 func (UnimplementedSessionServiceHandler) DeleteSession(context.Context, *connect.Request[v1.DeleteSessionRequest]) (*connect.Response[v1.DeleteSessionResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.v1.SessionService.DeleteSession is not implemented"))
+}
+
+// NetworkServiceClient is a client for the warren.v1.NetworkService service.
+type NetworkServiceClient interface {
+	// GetNetwork returns a session's policy; mode none for a session
+	// without a network.
+	GetNetwork(context.Context, *connect.Request[v1.GetNetworkRequest]) (*connect.Response[v1.NetworkPolicy], error)
+	// UpdateNetwork replaces a session's rules whole (and its mode, if
+	// given), in one step: the new policy or the old one, never a mix. A
+	// session created with mode none, or a change to none, is
+	// FAILED_PRECONDITION; beyond the tenant's ceiling PERMISSION_DENIED.
+	UpdateNetwork(context.Context, *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.NetworkPolicy], error)
+	// ListNetworkDenials lists the last denials (at most 256), oldest
+	// first: names refused by DNS, connections refused, names refused on
+	// ports 80 and 443, each with a reason a model can read.
+	ListNetworkDenials(context.Context, *connect.Request[v1.ListNetworkDenialsRequest]) (*connect.Response[v1.ListNetworkDenialsResponse], error)
+}
+
+// NewNetworkServiceClient constructs a client for the warren.v1.NetworkService service. By default,
+// it uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses, and
+// sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the connect.WithGRPC()
+// or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewNetworkServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) NetworkServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	networkServiceMethods := v1.File_warren_v1_warren_proto.Services().ByName("NetworkService").Methods()
+	return &networkServiceClient{
+		getNetwork: connect.NewClient[v1.GetNetworkRequest, v1.NetworkPolicy](
+			httpClient,
+			baseURL+NetworkServiceGetNetworkProcedure,
+			connect.WithSchema(networkServiceMethods.ByName("GetNetwork")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		updateNetwork: connect.NewClient[v1.UpdateNetworkRequest, v1.NetworkPolicy](
+			httpClient,
+			baseURL+NetworkServiceUpdateNetworkProcedure,
+			connect.WithSchema(networkServiceMethods.ByName("UpdateNetwork")),
+			connect.WithClientOptions(opts...),
+		),
+		listNetworkDenials: connect.NewClient[v1.ListNetworkDenialsRequest, v1.ListNetworkDenialsResponse](
+			httpClient,
+			baseURL+NetworkServiceListNetworkDenialsProcedure,
+			connect.WithSchema(networkServiceMethods.ByName("ListNetworkDenials")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// networkServiceClient implements NetworkServiceClient.
+type networkServiceClient struct {
+	getNetwork         *connect.Client[v1.GetNetworkRequest, v1.NetworkPolicy]
+	updateNetwork      *connect.Client[v1.UpdateNetworkRequest, v1.NetworkPolicy]
+	listNetworkDenials *connect.Client[v1.ListNetworkDenialsRequest, v1.ListNetworkDenialsResponse]
+}
+
+// GetNetwork calls warren.v1.NetworkService.GetNetwork.
+func (c *networkServiceClient) GetNetwork(ctx context.Context, req *connect.Request[v1.GetNetworkRequest]) (*connect.Response[v1.NetworkPolicy], error) {
+	return c.getNetwork.CallUnary(ctx, req)
+}
+
+// UpdateNetwork calls warren.v1.NetworkService.UpdateNetwork.
+func (c *networkServiceClient) UpdateNetwork(ctx context.Context, req *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.NetworkPolicy], error) {
+	return c.updateNetwork.CallUnary(ctx, req)
+}
+
+// ListNetworkDenials calls warren.v1.NetworkService.ListNetworkDenials.
+func (c *networkServiceClient) ListNetworkDenials(ctx context.Context, req *connect.Request[v1.ListNetworkDenialsRequest]) (*connect.Response[v1.ListNetworkDenialsResponse], error) {
+	return c.listNetworkDenials.CallUnary(ctx, req)
+}
+
+// NetworkServiceHandler is an implementation of the warren.v1.NetworkService service.
+type NetworkServiceHandler interface {
+	// GetNetwork returns a session's policy; mode none for a session
+	// without a network.
+	GetNetwork(context.Context, *connect.Request[v1.GetNetworkRequest]) (*connect.Response[v1.NetworkPolicy], error)
+	// UpdateNetwork replaces a session's rules whole (and its mode, if
+	// given), in one step: the new policy or the old one, never a mix. A
+	// session created with mode none, or a change to none, is
+	// FAILED_PRECONDITION; beyond the tenant's ceiling PERMISSION_DENIED.
+	UpdateNetwork(context.Context, *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.NetworkPolicy], error)
+	// ListNetworkDenials lists the last denials (at most 256), oldest
+	// first: names refused by DNS, connections refused, names refused on
+	// ports 80 and 443, each with a reason a model can read.
+	ListNetworkDenials(context.Context, *connect.Request[v1.ListNetworkDenialsRequest]) (*connect.Response[v1.ListNetworkDenialsResponse], error)
+}
+
+// NewNetworkServiceHandler builds an HTTP handler from the service implementation. It returns the
+// path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewNetworkServiceHandler(svc NetworkServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	networkServiceMethods := v1.File_warren_v1_warren_proto.Services().ByName("NetworkService").Methods()
+	networkServiceGetNetworkHandler := connect.NewUnaryHandler(
+		NetworkServiceGetNetworkProcedure,
+		svc.GetNetwork,
+		connect.WithSchema(networkServiceMethods.ByName("GetNetwork")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	networkServiceUpdateNetworkHandler := connect.NewUnaryHandler(
+		NetworkServiceUpdateNetworkProcedure,
+		svc.UpdateNetwork,
+		connect.WithSchema(networkServiceMethods.ByName("UpdateNetwork")),
+		connect.WithHandlerOptions(opts...),
+	)
+	networkServiceListNetworkDenialsHandler := connect.NewUnaryHandler(
+		NetworkServiceListNetworkDenialsProcedure,
+		svc.ListNetworkDenials,
+		connect.WithSchema(networkServiceMethods.ByName("ListNetworkDenials")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/warren.v1.NetworkService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case NetworkServiceGetNetworkProcedure:
+			networkServiceGetNetworkHandler.ServeHTTP(w, r)
+		case NetworkServiceUpdateNetworkProcedure:
+			networkServiceUpdateNetworkHandler.ServeHTTP(w, r)
+		case NetworkServiceListNetworkDenialsProcedure:
+			networkServiceListNetworkDenialsHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedNetworkServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedNetworkServiceHandler struct{}
+
+func (UnimplementedNetworkServiceHandler) GetNetwork(context.Context, *connect.Request[v1.GetNetworkRequest]) (*connect.Response[v1.NetworkPolicy], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.v1.NetworkService.GetNetwork is not implemented"))
+}
+
+func (UnimplementedNetworkServiceHandler) UpdateNetwork(context.Context, *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.NetworkPolicy], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.v1.NetworkService.UpdateNetwork is not implemented"))
+}
+
+func (UnimplementedNetworkServiceHandler) ListNetworkDenials(context.Context, *connect.Request[v1.ListNetworkDenialsRequest]) (*connect.Response[v1.ListNetworkDenialsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.v1.NetworkService.ListNetworkDenials is not implemented"))
 }
 
 // ExecServiceClient is a client for the warren.v1.ExecService service.

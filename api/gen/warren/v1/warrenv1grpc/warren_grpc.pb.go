@@ -281,6 +281,208 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	NetworkService_GetNetwork_FullMethodName         = "/warren.v1.NetworkService/GetNetwork"
+	NetworkService_UpdateNetwork_FullMethodName      = "/warren.v1.NetworkService/UpdateNetwork"
+	NetworkService_ListNetworkDenials_FullMethodName = "/warren.v1.NetworkService/ListNetworkDenials"
+)
+
+// NetworkServiceClient is the client API for NetworkService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// NetworkService reads and changes a session's egress policy live, and
+// lists what the policy refused (REST's /v1/sessions/{id}/network).
+type NetworkServiceClient interface {
+	// GetNetwork returns a session's policy; mode none for a session
+	// without a network.
+	GetNetwork(ctx context.Context, in *GetNetworkRequest, opts ...grpc.CallOption) (*NetworkPolicy, error)
+	// UpdateNetwork replaces a session's rules whole (and its mode, if
+	// given), in one step: the new policy or the old one, never a mix. A
+	// session created with mode none, or a change to none, is
+	// FAILED_PRECONDITION; beyond the tenant's ceiling PERMISSION_DENIED.
+	UpdateNetwork(ctx context.Context, in *UpdateNetworkRequest, opts ...grpc.CallOption) (*NetworkPolicy, error)
+	// ListNetworkDenials lists the last denials (at most 256), oldest
+	// first: names refused by DNS, connections refused, names refused on
+	// ports 80 and 443, each with a reason a model can read.
+	ListNetworkDenials(ctx context.Context, in *ListNetworkDenialsRequest, opts ...grpc.CallOption) (*ListNetworkDenialsResponse, error)
+}
+
+type networkServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewNetworkServiceClient(cc grpc.ClientConnInterface) NetworkServiceClient {
+	return &networkServiceClient{cc}
+}
+
+func (c *networkServiceClient) GetNetwork(ctx context.Context, in *GetNetworkRequest, opts ...grpc.CallOption) (*NetworkPolicy, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NetworkPolicy)
+	err := c.cc.Invoke(ctx, NetworkService_GetNetwork_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *networkServiceClient) UpdateNetwork(ctx context.Context, in *UpdateNetworkRequest, opts ...grpc.CallOption) (*NetworkPolicy, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NetworkPolicy)
+	err := c.cc.Invoke(ctx, NetworkService_UpdateNetwork_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *networkServiceClient) ListNetworkDenials(ctx context.Context, in *ListNetworkDenialsRequest, opts ...grpc.CallOption) (*ListNetworkDenialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNetworkDenialsResponse)
+	err := c.cc.Invoke(ctx, NetworkService_ListNetworkDenials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// NetworkServiceServer is the server API for NetworkService service.
+// All implementations must embed UnimplementedNetworkServiceServer
+// for forward compatibility.
+//
+// NetworkService reads and changes a session's egress policy live, and
+// lists what the policy refused (REST's /v1/sessions/{id}/network).
+type NetworkServiceServer interface {
+	// GetNetwork returns a session's policy; mode none for a session
+	// without a network.
+	GetNetwork(context.Context, *GetNetworkRequest) (*NetworkPolicy, error)
+	// UpdateNetwork replaces a session's rules whole (and its mode, if
+	// given), in one step: the new policy or the old one, never a mix. A
+	// session created with mode none, or a change to none, is
+	// FAILED_PRECONDITION; beyond the tenant's ceiling PERMISSION_DENIED.
+	UpdateNetwork(context.Context, *UpdateNetworkRequest) (*NetworkPolicy, error)
+	// ListNetworkDenials lists the last denials (at most 256), oldest
+	// first: names refused by DNS, connections refused, names refused on
+	// ports 80 and 443, each with a reason a model can read.
+	ListNetworkDenials(context.Context, *ListNetworkDenialsRequest) (*ListNetworkDenialsResponse, error)
+	mustEmbedUnimplementedNetworkServiceServer()
+}
+
+// UnimplementedNetworkServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedNetworkServiceServer struct{}
+
+func (UnimplementedNetworkServiceServer) GetNetwork(context.Context, *GetNetworkRequest) (*NetworkPolicy, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNetwork not implemented")
+}
+func (UnimplementedNetworkServiceServer) UpdateNetwork(context.Context, *UpdateNetworkRequest) (*NetworkPolicy, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateNetwork not implemented")
+}
+func (UnimplementedNetworkServiceServer) ListNetworkDenials(context.Context, *ListNetworkDenialsRequest) (*ListNetworkDenialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNetworkDenials not implemented")
+}
+func (UnimplementedNetworkServiceServer) mustEmbedUnimplementedNetworkServiceServer() {}
+func (UnimplementedNetworkServiceServer) testEmbeddedByValue()                        {}
+
+// UnsafeNetworkServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to NetworkServiceServer will
+// result in compilation errors.
+type UnsafeNetworkServiceServer interface {
+	mustEmbedUnimplementedNetworkServiceServer()
+}
+
+func RegisterNetworkServiceServer(s grpc.ServiceRegistrar, srv NetworkServiceServer) {
+	// If the following call panics, it indicates UnimplementedNetworkServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&NetworkService_ServiceDesc, srv)
+}
+
+func _NetworkService_GetNetwork_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNetworkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NetworkServiceServer).GetNetwork(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NetworkService_GetNetwork_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NetworkServiceServer).GetNetwork(ctx, req.(*GetNetworkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NetworkService_UpdateNetwork_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateNetworkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NetworkServiceServer).UpdateNetwork(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NetworkService_UpdateNetwork_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NetworkServiceServer).UpdateNetwork(ctx, req.(*UpdateNetworkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NetworkService_ListNetworkDenials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNetworkDenialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NetworkServiceServer).ListNetworkDenials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NetworkService_ListNetworkDenials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NetworkServiceServer).ListNetworkDenials(ctx, req.(*ListNetworkDenialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// NetworkService_ServiceDesc is the grpc.ServiceDesc for NetworkService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var NetworkService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "warren.v1.NetworkService",
+	HandlerType: (*NetworkServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetNetwork",
+			Handler:    _NetworkService_GetNetwork_Handler,
+		},
+		{
+			MethodName: "UpdateNetwork",
+			Handler:    _NetworkService_UpdateNetwork_Handler,
+		},
+		{
+			MethodName: "ListNetworkDenials",
+			Handler:    _NetworkService_ListNetworkDenials_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "warren/v1/warren.proto",
+}
+
+const (
 	ExecService_Exec_FullMethodName       = "/warren.v1.ExecService/Exec"
 	ExecService_ExecStream_FullMethodName = "/warren.v1.ExecService/ExecStream"
 	ExecService_Run_FullMethodName        = "/warren.v1.ExecService/Run"
