@@ -80,12 +80,6 @@ type result struct {
 	err            error
 }
 
-type eventStream interface {
-	Receive() bool
-	Err() error
-	Close() error
-}
-
 // drain reads a Start or Connect stream to its end.
 func drain[T interface{ GetEvent() *process.ProcessEvent }](s interface {
 	Receive() bool
