@@ -37,16 +37,27 @@ func TestMain(m *testing.M) {
 // env is one real session served by an envd Server over loopback HTTP,
 // with Connect clients speaking JSON as E2B's SDKs do.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	mgr  *session.Manager
 	tgt  envd.Target
 	srv  *envd.Server
 	url  string
 	proc processconnect.ProcessClient
 	fs   filesystemconnect.FilesystemClient
+	// python says whether the image has python3, which the filesystem
+	// calls run in the sandbox (the VM stage's guest has none).
+	python bool
 }
 
-func newEnv(t *testing.T, user string) *env {
+// needPython skips a test of the filesystem calls where the image has no
+// python3.
+func (e *env) needPython(t testing.TB) {
+	if !e.python {
+		t.Skip("no python3 in the sandbox's image: envd's filesystem calls need it")
+	}
+}
+
+func newEnv(t testing.TB, user string) *env {
 	t.Helper()
 	h := daemontest.Start(t, nil)
 	mgr := h.Daemon.Manager()
@@ -65,7 +76,11 @@ func newEnv(t *testing.T, user string) *env {
 	}))
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { srv.Forget(info.ID) })
-	return &env{t: t, mgr: mgr, tgt: tgt, srv: srv, url: ts.URL,
+	res, err := mgr.Exec(ctx, "default", info.ID, &session.ExecRequest{Command: "command -v python3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, mgr: mgr, tgt: tgt, srv: srv, url: ts.URL, python: res.ExitCode == 0,
 		proc: processconnect.NewProcessClient(http.DefaultClient, ts.URL, connect.WithProtoJSON()),
 		fs:   filesystemconnect.NewFilesystemClient(http.DefaultClient, ts.URL, connect.WithProtoJSON())}
 }
@@ -375,6 +390,7 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("Filesystem", func(t *testing.T) {
+		e.needPython(t)
 		if _, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "work/a/b"})); err != nil {
 			t.Fatal(err)
 		}
@@ -438,6 +454,7 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("WatchDir", func(t *testing.T) {
+		e.needPython(t)
 		e.exec(t, "mkdir -p /root/w/nested")
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
@@ -487,6 +504,7 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("PollingWatcher", func(t *testing.T) {
+		e.needPython(t)
 		e.exec(t, "mkdir -p /root/pw")
 		cw, err := e.fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/root/pw"}))
 		if err != nil {
@@ -517,6 +535,7 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("Files", func(t *testing.T) {
+		e.needPython(t)
 		// Multipart, two files, parents created, metadata on both.
 		var body bytes.Buffer
 		mw := multipart.NewWriter(&body)
@@ -739,6 +758,7 @@ func (e *env) download(t *testing.T, path string, gz bool) string {
 func TestOtherUser(t *testing.T) {
 	testutil.RequiresRoot(t)
 	e := newEnv(t, "sandbox")
+	e.needPython(t)
 	ctx := context.Background()
 	r := e.run(ctx, &process.StartRequest{Process: bash("id -un; pwd")})
 	if r.stdout != "sandbox\n/home/sandbox\n" {
@@ -770,4 +790,43 @@ func TestOtherUser(t *testing.T) {
 	if got := e.download(t, "hello.txt&username=root", false); got != "hello" {
 		t.Errorf("download as root: %q", got)
 	}
+}
+
+// BenchmarkEnvd measures the round trips E2B's SDK makes most: a command
+// (Start to its end event), a Stat (one helper run in the sandbox) and a
+// small upload.
+func BenchmarkEnvd(b *testing.B) {
+	testutil.RequiresRoot(b)
+	e := newEnv(b, "")
+	ctx := context.Background()
+	b.Run("RunEcho", func(b *testing.B) {
+		for b.Loop() {
+			s, err := e.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: bash("echo hi")}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r := drain[*process.StartResponse](s); r.stdout != "hi\n" {
+				b.Fatalf("%+v", r)
+			}
+		}
+	})
+	b.Run("Stat", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/etc/passwd"})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Upload", func(b *testing.B) {
+		for b.Loop() {
+			req, _ := http.NewRequest("POST", e.url+"/files?path=/tmp/bench.txt", strings.NewReader("hello"))
+			req.Header.Set("Content-Type", "application/octet-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatal(resp, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
 }

@@ -81,7 +81,9 @@ type helperError struct {
 // user where the session can switch (a root session, through sudo), else as
 // the session's own user, with user's home for relative paths.
 func helperArgv(t Target, user, op string, args ...string) []string {
-	argv := append([]string{"python3", "-c", fsHelper, op, user}, args...)
+	// -I -S: no environment, no site-packages; only the standard library,
+	// and a faster start.
+	argv := append([]string{"python3", "-I", "-S", "-c", fsHelper, op, user}, args...)
 	if user != defaultUser(t) && canSwitch(t, user) {
 		argv = append([]string{"sudo", "-n", "-H", "-u", user, "--"}, argv...)
 	}
