@@ -605,6 +605,7 @@ func TestEnvd(t *testing.T) {
 			{"POST", "/files?path=/root/x", "application/octet-stream", map[string]string{"Content-Encoding": "gzip"}, 400},
 			{"POST", "/files?path=/root", "application/octet-stream", nil, 400},
 			{"GET", "/files?path=x&username=-u", "", nil, 401},
+			{"GET", "/files?path=x&username=nosuchuser", "", nil, 401},
 			{"DELETE", "/files", "", nil, 404},
 		} {
 			req, _ := http.NewRequest(c.method, e.url+c.path, strings.NewReader("data"))

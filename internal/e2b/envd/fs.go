@@ -137,28 +137,33 @@ func decodeHelper(code int, stdout, stderr []byte, out any) error {
 }
 
 // home returns user's home directory in the sandbox, cached per session.
-func (s *Server) home(ctx context.Context, t Target, user string) string {
+// A user the sandbox does not know is unauthenticated, as in E2B's envd;
+// without the helper (no python3) the home is the usual place.
+func (s *Server) home(ctx context.Context, t Target, user string) (string, error) {
 	st := s.state(t)
 	st.mu.Lock()
 	h := st.homes[user]
 	st.mu.Unlock()
 	if h != "" {
-		return h
+		return h, nil
 	}
 	var out struct {
 		Home string `json:"home"`
 	}
 	if err := s.helper(ctx, t, defaultUser(t), &out, "home", user); err != nil || out.Home == "" {
-		// Without the helper, the usual place.
-		if user == "root" {
-			return "/root"
+		var ce *connect.Error
+		if errors.As(err, &ce) && ce.Code() == connect.CodeUnauthenticated {
+			return "", err
 		}
-		return "/home/" + user
+		if user == "root" {
+			return "/root", nil
+		}
+		return "/home/" + user, nil
 	}
 	st.mu.Lock()
 	st.homes[user] = out.Home
 	st.mu.Unlock()
-	return out.Home
+	return out.Home, nil
 }
 
 // filesystemService implements filesystem.Filesystem.

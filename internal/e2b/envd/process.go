@@ -54,7 +54,9 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	cwd := cfg.GetCwd()
 	if cwd == "" && canSwitch(t, user) {
 		// E2B runs commands in the user's home.
-		cwd = s.home(ctx, t, user)
+		if cwd, err = s.home(ctx, t, user); err != nil {
+			return s.rpcErr(ctx, t, err)
+		}
 	}
 	switch {
 	case user == defaultUser(t):
