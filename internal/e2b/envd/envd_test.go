@@ -532,6 +532,12 @@ func TestEnvd(t *testing.T) {
 		if _, err := e.fs.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: id})); code(err) != connect.CodeNotFound {
 			t.Errorf("events of a removed watcher: %v", err)
 		}
+		// Neither this watcher nor WatchDir's streams left a helper
+		// running in the sandbox.
+		waitFor(t, func() bool {
+			res, err := e.mgr.Exec(ctx, e.tgt.Tenant, e.tgt.Session, &session.ExecRequest{Command: `for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null; echo; done | grep -c 'python[3] -I -S -c' || true`}, nil)
+			return err == nil && strings.TrimSpace(string(res.Stdout)) == "0"
+		})
 	})
 
 	t.Run("Files", func(t *testing.T) {
