@@ -193,6 +193,12 @@ func TestEnvd(t *testing.T) {
 		if r.stdout != "/root\n" || r.end.GetExitCode() != 0 {
 			t.Errorf("stdout %q end %+v", r.stdout, r.end)
 		}
+		e.exec(t, "mkdir -p /root/sub")
+		cfg := bash("pwd")
+		cfg.Cwd = ptr("sub")
+		if r := e.run(ctx, &process.StartRequest{Process: cfg}); r.stdout != "/root/sub\n" {
+			t.Errorf("a relative cwd: stdout %q end %+v", r.stdout, r.end)
+		}
 	})
 
 	t.Run("StdinAndCloseStdin", func(t *testing.T) {
@@ -369,6 +375,15 @@ func TestEnvd(t *testing.T) {
 				_, err := e.proc.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{}))
 				return err
 			}(),
+			"missing cwd": func() error {
+				cfg := bash("true")
+				cfg.Cwd = ptr("/no/such/dir")
+				s, err := e.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: cfg}))
+				if err == nil {
+					err = drain[*process.StartResponse](s).err
+				}
+				return err
+			}(),
 			"bad user": func() error {
 				req := connect.NewRequest(&process.StartRequest{Process: bash("true")})
 				req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("-rf:")))
@@ -382,7 +397,8 @@ func TestEnvd(t *testing.T) {
 			c := code(err)
 			want := map[string]connect.Code{"no cmd": connect.CodeInvalidArgument, "unknown pid connect": connect.CodeNotFound,
 				"unknown pid input": connect.CodeNotFound, "bad signal": connect.CodeInvalidArgument,
-				"no selector": connect.CodeInvalidArgument, "bad user": connect.CodeUnauthenticated}[name]
+				"no selector": connect.CodeInvalidArgument, "bad user": connect.CodeUnauthenticated,
+				"missing cwd": connect.CodeInvalidArgument}[name]
 			if c != want {
 				t.Errorf("%s: %v, want %v", name, err, want)
 			}
