@@ -542,6 +542,18 @@ func TestEnvd(t *testing.T) {
 		if strings.Join(got, ",") != "create a,write a,chmod a,rename a,create b" {
 			t.Errorf("events %q", got)
 		}
+		// A watcher whose directory goes away says so once drained.
+		e.exec(t, "mkdir -p /root/pw2")
+		cw2, err := e.fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/root/pw2"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.exec(t, "rmdir /root/pw2")
+		waitFor(t, func() bool {
+			_, err := e.fs.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: cw2.Msg.WatcherId}))
+			return code(err) == connect.CodeNotFound
+		})
+		e.fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: cw2.Msg.WatcherId}))
 		if _, err := e.fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); err != nil {
 			t.Fatal(err)
 		}

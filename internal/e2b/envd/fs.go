@@ -498,8 +498,17 @@ func (f *filesystemService) GetWatcherEvents(ctx context.Context, req *connect.R
 		return nil, err
 	}
 	evs, err := w.take()
-	if len(evs) == 0 && err != nil {
-		return nil, err
+	if len(evs) == 0 {
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-w.done:
+			// Its directory went away, or it ran as long as a command
+			// may (session.max_exec_timeout).
+			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher %q has ended: its directory was removed or it ran for the longest time a command may", req.Msg.GetWatcherId()))
+		default:
+		}
 	}
 	return connect.NewResponse(&filesystem.GetWatcherEventsResponse{Events: evs}), nil
 }
