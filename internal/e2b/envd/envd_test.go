@@ -37,16 +37,27 @@ func TestMain(m *testing.M) {
 // env is one real session served by an envd Server over loopback HTTP,
 // with Connect clients speaking JSON as E2B's SDKs do.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	mgr  *session.Manager
 	tgt  envd.Target
 	srv  *envd.Server
 	url  string
 	proc processconnect.ProcessClient
 	fs   filesystemconnect.FilesystemClient
+	// python says whether the image has python3, which the filesystem
+	// calls run in the sandbox (the VM stage's guest has none).
+	python bool
 }
 
-func newEnv(t *testing.T, user string) *env {
+// needPython skips a test of the filesystem calls where the image has no
+// python3.
+func (e *env) needPython(t testing.TB) {
+	if !e.python {
+		t.Skip("no python3 in the sandbox's image: envd's filesystem calls need it")
+	}
+}
+
+func newEnv(t testing.TB, user string) *env {
 	t.Helper()
 	h := daemontest.Start(t, nil)
 	mgr := h.Daemon.Manager()
@@ -65,7 +76,11 @@ func newEnv(t *testing.T, user string) *env {
 	}))
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { srv.Forget(info.ID) })
-	return &env{t: t, mgr: mgr, tgt: tgt, srv: srv, url: ts.URL,
+	res, err := mgr.Exec(ctx, "default", info.ID, &session.ExecRequest{Command: "command -v python3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, mgr: mgr, tgt: tgt, srv: srv, url: ts.URL, python: res.ExitCode == 0,
 		proc: processconnect.NewProcessClient(http.DefaultClient, ts.URL, connect.WithProtoJSON()),
 		fs:   filesystemconnect.NewFilesystemClient(http.DefaultClient, ts.URL, connect.WithProtoJSON())}
 }
@@ -78,12 +93,6 @@ type result struct {
 	end            *process.ProcessEvent_EndEvent
 	keepalives     int
 	err            error
-}
-
-type eventStream interface {
-	Receive() bool
-	Err() error
-	Close() error
 }
 
 // drain reads a Start or Connect stream to its end.
@@ -183,6 +192,12 @@ func TestEnvd(t *testing.T) {
 		r := e.run(ctx, &process.StartRequest{Process: bash("pwd")})
 		if r.stdout != "/root\n" || r.end.GetExitCode() != 0 {
 			t.Errorf("stdout %q end %+v", r.stdout, r.end)
+		}
+		e.exec(t, "mkdir -p /root/sub")
+		cfg := bash("pwd")
+		cfg.Cwd = ptr("sub")
+		if r := e.run(ctx, &process.StartRequest{Process: cfg}); r.stdout != "/root/sub\n" {
+			t.Errorf("a relative cwd: stdout %q end %+v", r.stdout, r.end)
 		}
 	})
 
@@ -360,6 +375,15 @@ func TestEnvd(t *testing.T) {
 				_, err := e.proc.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{}))
 				return err
 			}(),
+			"missing cwd": func() error {
+				cfg := bash("true")
+				cfg.Cwd = ptr("/no/such/dir")
+				s, err := e.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: cfg}))
+				if err == nil {
+					err = drain[*process.StartResponse](s).err
+				}
+				return err
+			}(),
 			"bad user": func() error {
 				req := connect.NewRequest(&process.StartRequest{Process: bash("true")})
 				req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("-rf:")))
@@ -373,7 +397,8 @@ func TestEnvd(t *testing.T) {
 			c := code(err)
 			want := map[string]connect.Code{"no cmd": connect.CodeInvalidArgument, "unknown pid connect": connect.CodeNotFound,
 				"unknown pid input": connect.CodeNotFound, "bad signal": connect.CodeInvalidArgument,
-				"no selector": connect.CodeInvalidArgument, "bad user": connect.CodeUnauthenticated}[name]
+				"no selector": connect.CodeInvalidArgument, "bad user": connect.CodeUnauthenticated,
+				"missing cwd": connect.CodeInvalidArgument}[name]
 			if c != want {
 				t.Errorf("%s: %v, want %v", name, err, want)
 			}
@@ -381,6 +406,7 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("Filesystem", func(t *testing.T) {
+		e.needPython(t)
 		if _, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "work/a/b"})); err != nil {
 			t.Fatal(err)
 		}
@@ -444,6 +470,7 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("WatchDir", func(t *testing.T) {
+		e.needPython(t)
 		e.exec(t, "mkdir -p /root/w/nested")
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
@@ -493,6 +520,7 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("PollingWatcher", func(t *testing.T) {
+		e.needPython(t)
 		e.exec(t, "mkdir -p /root/pw")
 		cw, err := e.fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/root/pw"}))
 		if err != nil {
@@ -514,15 +542,34 @@ func TestEnvd(t *testing.T) {
 		if strings.Join(got, ",") != "create a,write a,chmod a,rename a,create b" {
 			t.Errorf("events %q", got)
 		}
+		// A watcher whose directory goes away says so once drained.
+		e.exec(t, "mkdir -p /root/pw2")
+		cw2, err := e.fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/root/pw2"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.exec(t, "rmdir /root/pw2")
+		waitFor(t, func() bool {
+			_, err := e.fs.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: cw2.Msg.WatcherId}))
+			return code(err) == connect.CodeNotFound
+		})
+		e.fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: cw2.Msg.WatcherId}))
 		if _, err := e.fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.fs.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: id})); code(err) != connect.CodeNotFound {
 			t.Errorf("events of a removed watcher: %v", err)
 		}
+		// Neither this watcher nor WatchDir's streams left a helper
+		// running in the sandbox.
+		waitFor(t, func() bool {
+			res, err := e.mgr.Exec(ctx, e.tgt.Tenant, e.tgt.Session, &session.ExecRequest{Command: `for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null; echo; done | grep -c 'python[3] -I -S -c' || true`}, nil)
+			return err == nil && strings.TrimSpace(string(res.Stdout)) == "0"
+		})
 	})
 
 	t.Run("Files", func(t *testing.T) {
+		e.needPython(t)
 		// Multipart, two files, parents created, metadata on both.
 		var body bytes.Buffer
 		mw := multipart.NewWriter(&body)
@@ -592,6 +639,7 @@ func TestEnvd(t *testing.T) {
 			{"POST", "/files?path=/root/x", "application/octet-stream", map[string]string{"Content-Encoding": "gzip"}, 400},
 			{"POST", "/files?path=/root", "application/octet-stream", nil, 400},
 			{"GET", "/files?path=x&username=-u", "", nil, 401},
+			{"GET", "/files?path=x&username=nosuchuser", "", nil, 401},
 			{"DELETE", "/files", "", nil, 404},
 		} {
 			req, _ := http.NewRequest(c.method, e.url+c.path, strings.NewReader("data"))
@@ -745,6 +793,7 @@ func (e *env) download(t *testing.T, path string, gz bool) string {
 func TestOtherUser(t *testing.T) {
 	testutil.RequiresRoot(t)
 	e := newEnv(t, "sandbox")
+	e.needPython(t)
 	ctx := context.Background()
 	r := e.run(ctx, &process.StartRequest{Process: bash("id -un; pwd")})
 	if r.stdout != "sandbox\n/home/sandbox\n" {
@@ -776,4 +825,43 @@ func TestOtherUser(t *testing.T) {
 	if got := e.download(t, "hello.txt&username=root", false); got != "hello" {
 		t.Errorf("download as root: %q", got)
 	}
+}
+
+// BenchmarkEnvd measures the round trips E2B's SDK makes most: a command
+// (Start to its end event), a Stat (one helper run in the sandbox) and a
+// small upload.
+func BenchmarkEnvd(b *testing.B) {
+	testutil.RequiresRoot(b)
+	e := newEnv(b, "")
+	ctx := context.Background()
+	b.Run("RunEcho", func(b *testing.B) {
+		for b.Loop() {
+			s, err := e.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: bash("echo hi")}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r := drain[*process.StartResponse](s); r.stdout != "hi\n" {
+				b.Fatalf("%+v", r)
+			}
+		}
+	})
+	b.Run("Stat", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/etc/passwd"})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Upload", func(b *testing.B) {
+		for b.Loop() {
+			req, _ := http.NewRequest("POST", e.url+"/files?path=/tmp/bench.txt", strings.NewReader("hello"))
+			req.Header.Set("Content-Type", "application/octet-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatal(resp, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
 }

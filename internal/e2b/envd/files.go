@@ -93,7 +93,11 @@ func (s *Server) resolve(r *http.Request, t Target, user, p string) (string, err
 		p = strings.TrimPrefix(strings.TrimPrefix(p, "~"), "/")
 	}
 	if !path.IsAbs(p) {
-		p = path.Join(s.home(r.Context(), t, user), p)
+		home, err := s.home(r.Context(), t, user)
+		if err != nil {
+			return "", err
+		}
+		p = path.Join(home, p)
 	}
 	return path.Clean(p), nil
 }

@@ -81,7 +81,9 @@ type helperError struct {
 // user where the session can switch (a root session, through sudo), else as
 // the session's own user, with user's home for relative paths.
 func helperArgv(t Target, user, op string, args ...string) []string {
-	argv := append([]string{"python3", "-c", fsHelper, op, user}, args...)
+	// -I -S: no environment, no site-packages; only the standard library,
+	// and a faster start.
+	argv := append([]string{"python3", "-I", "-S", "-c", fsHelper, op, user}, args...)
 	if user != defaultUser(t) && canSwitch(t, user) {
 		argv = append([]string{"sudo", "-n", "-H", "-u", user, "--"}, argv...)
 	}
@@ -135,28 +137,33 @@ func decodeHelper(code int, stdout, stderr []byte, out any) error {
 }
 
 // home returns user's home directory in the sandbox, cached per session.
-func (s *Server) home(ctx context.Context, t Target, user string) string {
+// A user the sandbox does not know is unauthenticated, as in E2B's envd;
+// without the helper (no python3) the home is the usual place.
+func (s *Server) home(ctx context.Context, t Target, user string) (string, error) {
 	st := s.state(t)
 	st.mu.Lock()
 	h := st.homes[user]
 	st.mu.Unlock()
 	if h != "" {
-		return h
+		return h, nil
 	}
 	var out struct {
 		Home string `json:"home"`
 	}
 	if err := s.helper(ctx, t, defaultUser(t), &out, "home", user); err != nil || out.Home == "" {
-		// Without the helper, the usual place.
-		if user == "root" {
-			return "/root"
+		var ce *connect.Error
+		if errors.As(err, &ce) && ce.Code() == connect.CodeUnauthenticated {
+			return "", err
 		}
-		return "/home/" + user
+		if user == "root" {
+			return "/root", nil
+		}
+		return "/home/" + user, nil
 	}
 	st.mu.Lock()
 	st.homes[user] = out.Home
 	st.mu.Unlock()
-	return out.Home
+	return out.Home, nil
 }
 
 // filesystemService implements filesystem.Filesystem.
@@ -491,8 +498,17 @@ func (f *filesystemService) GetWatcherEvents(ctx context.Context, req *connect.R
 		return nil, err
 	}
 	evs, err := w.take()
-	if len(evs) == 0 && err != nil {
-		return nil, err
+	if len(evs) == 0 {
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-w.done:
+			// Its directory went away, or it ran as long as a command
+			// may (session.max_exec_timeout).
+			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher %q has ended: its directory was removed or it ran for the longest time a command may", req.Msg.GetWatcherId()))
+		default:
+		}
 	}
 	return connect.NewResponse(&filesystem.GetWatcherEventsResponse{Events: evs}), nil
 }

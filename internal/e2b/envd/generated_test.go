@@ -48,6 +48,9 @@ func TestGeneratedCodeFresh(t *testing.T) {
 			t.Fatalf("nothing matches %s", pattern)
 		}
 		for _, p := range files {
+			if filepath.Base(p) == "doc.go" {
+				continue // written by hand: the packages' comments
+			}
 			if rel := filepath.Join("internal/e2b/envd", p); !listed[rel] {
 				t.Errorf("%s is not among the files make e2b-proto records", rel)
 			}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,9 +54,14 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	argv := append([]string{cfg.Cmd}, cfg.Args...)
 	env := cfg.Envs
 	cwd := cfg.GetCwd()
-	if cwd == "" && canSwitch(t, user) {
-		// E2B runs commands in the user's home.
-		cwd = s.home(ctx, t, user)
+	if !path.IsAbs(cwd) && canSwitch(t, user) {
+		// E2B runs commands in the user's home, and resolves a relative
+		// cwd there.
+		home, err := s.home(ctx, t, user)
+		if err != nil {
+			return s.rpcErr(ctx, t, err)
+		}
+		cwd = path.Join(home, strings.TrimPrefix(strings.TrimPrefix(cwd, "~"), "/"))
 	}
 	switch {
 	case user == defaultUser(t):

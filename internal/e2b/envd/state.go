@@ -86,9 +86,13 @@ func (st *sessionState) register(id string, sandboxPid int, cfg *process.Process
 		return p
 	}
 	pid := uint32(sandboxPid)
-	if sandboxPid <= 0 || st.pids[pid] != "" {
+	if sandboxPid <= 0 {
 		st.nextPid++
 		pid = st.nextPid
+	} else if old := st.pids[pid]; old != "" {
+		// The kernel reuses a pid only once its process is reaped: the
+		// old holder has ended, and E2B forgets ended processes.
+		delete(st.procs, old)
 	}
 	p := &procState{id: id, pid: pid, config: cfg, tag: tag}
 	st.procs[id] = p
