@@ -224,13 +224,15 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 // kill serves DELETE /sandboxes/{id}.
 func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	if err := s.mgr.Delete(ctx, edge.TenantOf(ctx), r.PathValue("id")); err != nil {
+	tenant, id := edge.TenantOf(ctx), r.PathValue("id")
+	if err := s.mgr.Delete(ctx, tenant, id); err != nil {
 		if errdefs.Is(err, errdefs.ErrNotFound) {
-			err = errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", r.PathValue("id"))
+			err = errdefs.New(errdefs.ErrNotFound, "sandbox %q not found", id)
 		}
 		s.writeError(w, r, err)
 		return
 	}
+	s.envd.Forget(tenant, id) // its pids, tags and watchers
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -71,9 +71,14 @@ type Server struct {
 	mu sync.Mutex
 	// sessions holds what envd adds to each session it has served: E2B
 	// pids and tags of processes, polling watchers, the users' homes.
+	// Keyed by tenant and id: session ids are unique per tenant only, and
+	// one tenant must never meet another's pids, tags or watchers.
 	// +checklocks:mu
-	sessions map[string]*sessionState
+	sessions map[sessionKey]*sessionState
 }
+
+// sessionKey names a session across tenants.
+type sessionKey struct{ tenant, id string }
 
 // New returns a Server.
 func New(cfg Config) *Server {
@@ -81,7 +86,7 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{mgr: cfg.Manager, log: log, mux: http.NewServeMux(), sessions: map[string]*sessionState{}}
+	s := &Server{mgr: cfg.Manager, log: log, mux: http.NewServeMux(), sessions: map[sessionKey]*sessionState{}}
 	// The SDKs speak Connect with the JSON codec; connect-go serves the
 	// binary one and gRPC as well.
 	s.mux.Handle(processconnect.NewProcessHandler(&processService{s}))
@@ -112,10 +117,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // watchers); the control plane calls it when the sandbox is killed. Entries
 // of sessions that end otherwise are dropped the next time the server
 // prunes (see prune).
-func (s *Server) Forget(sessionID string) {
+func (s *Server) Forget(tenant, sessionID string) {
+	k := sessionKey{tenant, sessionID}
 	s.mu.Lock()
-	st := s.sessions[sessionID]
-	delete(s.sessions, sessionID)
+	st := s.sessions[k]
+	delete(s.sessions, k)
 	s.mu.Unlock()
 	if st != nil {
 		st.closeWatchers()

@@ -75,7 +75,7 @@ func newEnv(t testing.TB, user string) *env {
 		srv.ServeHTTP(w, r.WithContext(envd.WithTarget(r.Context(), tgt)))
 	}))
 	t.Cleanup(ts.Close)
-	t.Cleanup(func() { srv.Forget(info.ID) })
+	t.Cleanup(func() { srv.Forget(info.Tenant, info.ID) })
 	res, err := mgr.Exec(ctx, "default", info.ID, &session.ExecRequest{Command: "command -v python3"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -864,4 +864,57 @@ func BenchmarkEnvd(b *testing.B) {
 			resp.Body.Close()
 		}
 	})
+}
+
+// Session ids are unique per tenant only: two tenants' sessions of one id,
+// served by one Server, never share E2B pids, tags or processes.
+func TestTenantsApart(t *testing.T) {
+	testutil.RequiresRoot(t)
+	h := daemontest.Start(t, nil)
+	mgr := h.Daemon.Manager()
+	ctx := context.Background()
+	srv := envd.New(envd.Config{Manager: mgr})
+	clients := map[string]processconnect.ProcessClient{}
+	for _, tenant := range []string{"default", "other"} {
+		if _, _, err := mgr.Create(ctx, tenant, &session.CreateRequest{ID: "same"}); err != nil {
+			t.Fatalf("create in %s: %v", tenant, err)
+		}
+		tgt := envd.Target{Tenant: tenant, Session: "same", User: "root"}
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv.ServeHTTP(w, r.WithContext(envd.WithTarget(r.Context(), tgt)))
+		}))
+		t.Cleanup(ts.Close)
+		t.Cleanup(func() { srv.Forget(tenant, "same") })
+		clients[tenant] = processconnect.NewProcessClient(http.DefaultClient, ts.URL, connect.WithProtoJSON())
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := clients["default"].Start(sctx, connect.NewRequest(&process.StartRequest{Process: bash("sleep 30"), Tag: ptr("mine")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Receive() {
+		t.Fatalf("no start event: %v", s.Err())
+	}
+	list, err := clients["other"].List(ctx, connect.NewRequest(&process.ListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Msg.Processes {
+		if p.GetTag() == "mine" {
+			t.Errorf("tenant other lists tenant default's process %v", p)
+		}
+	}
+	c, err := clients["other"].Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: "mine"}}}))
+	if err == nil {
+		defer c.Close()
+		for c.Receive() {
+			t.Fatalf("tenant other reads tenant default's process: %v", c.Msg())
+		}
+		err = c.Err()
+	}
+	if code(err) != connect.CodeNotFound {
+		t.Errorf("tenant other connects to tenant default's tag: %v", err)
+	}
 }

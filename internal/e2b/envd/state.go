@@ -44,11 +44,12 @@ type procState struct {
 func (s *Server) state(t Target) *sessionState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.sessions[t.Session]
+	k := sessionKey{t.Tenant, t.Session}
+	st := s.sessions[k]
 	if st == nil {
 		st = &sessionState{tenant: t.Tenant, procs: map[string]*procState{}, pids: map[uint32]string{}, nextPid: 1 << 22,
 			homes: map[string]string{}, watchers: map[string]*watcher{}}
-		s.sessions[t.Session] = st
+		s.sessions[k] = st
 		if len(s.sessions)%64 == 0 {
 			go s.prune()
 		}
@@ -59,16 +60,16 @@ func (s *Server) state(t Target) *sessionState {
 // prune drops the states of sessions the manager no longer has.
 func (s *Server) prune() {
 	s.mu.Lock()
-	states := make(map[string]string, len(s.sessions))
-	for id, st := range s.sessions {
-		states[id] = st.tenant
+	keys := make([]sessionKey, 0, len(s.sessions))
+	for k := range s.sessions {
+		keys = append(keys, k)
 	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for id, tenant := range states {
-		if _, err := s.mgr.Get(ctx, tenant, id); errdefs.Is(err, errdefs.ErrNotFound) {
-			s.Forget(id)
+	for _, k := range keys {
+		if _, err := s.mgr.Get(ctx, k.tenant, k.id); errdefs.Is(err, errdefs.ErrNotFound) {
+			s.Forget(k.tenant, k.id)
 		}
 	}
 }
