@@ -290,7 +290,7 @@ func (p *proxy) handle(pc *proxyConn) {
 		if b[0] != '\r' && b[0] != '\n' {
 			break
 		}
-		br.Discard(1)
+		_, _ = br.Discard(1) // the byte Peek just returned
 	}
 	if looksLikeHTTP(br) {
 		p.handleHTTP(pc, cr, br, od)
@@ -411,7 +411,10 @@ func clientHelloName(r io.Reader) (name string, ok bool) {
 		name, ok = strings.ToLower(h.ServerName), true
 		return nil, errHelloRead
 	}}
-	tls.Server(readOnlyConn{r: r}, cfg).Handshake()
+	// The handshake always fails: GetConfigForClient stops it once the
+	// name is read (errHelloRead), and a hello that does not parse leaves
+	// ok false.
+	_ = tls.Server(readOnlyConn{r: r}, cfg).Handshake()
 	return name, ok
 }
 
@@ -559,7 +562,7 @@ func forbidden(c *net.TCPConn, host, reason string) {
 	c.CloseWrite()
 	// Let the client read the answer before the socket goes.
 	c.SetReadDeadline(time.Now().Add(time.Second))
-	io.Copy(io.Discard, c)
+	_, _ = io.Copy(io.Discard, c) // until the client closes or the deadline passes
 }
 
 // splice copies both ways until both sides are done (the kernel's splice
@@ -586,7 +589,7 @@ func copyUp(c *net.TCPConn, br *bufio.Reader, up net.Conn) {
 		if _, err := up.Write(b); err != nil {
 			return
 		}
-		br.Discard(n)
+		_, _ = br.Discard(n) // what Peek returned and was sent on
 	}
 	pipe(up, c)
 	if tc, ok := up.(*net.TCPConn); ok {
@@ -623,10 +626,10 @@ func (c *capReader) Read(b []byte) (int, error) {
 // otherwise copies through a buffer (half the throughput, measured).
 func pipe(dst, src net.Conn) {
 	if d, ok := dst.(*net.TCPConn); ok {
-		d.ReadFrom(src)
+		_, _ = d.ReadFrom(src) // either side ending ends the pipe
 		return
 	}
-	io.Copy(dst, src)
+	_, _ = io.Copy(dst, src)
 }
 
 // addressRuleAllows says whether an allow rule on addresses (not a name)

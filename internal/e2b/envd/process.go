@@ -162,7 +162,7 @@ func (s *Server) follow(ctx context.Context, t Target, ps *procState, offset int
 		if d, ok := ctx.Deadline(); ok && ctx.Err() != nil && time.Until(d) < 250*time.Millisecond {
 			// The command's own timeout: it ends with its stream.
 			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			s.mgr.SignalProcess(kctx, t.Tenant, t.Session, ps.id, int(syscall.SIGKILL))
+			_ = s.mgr.SignalProcess(kctx, t.Tenant, t.Session, ps.id, int(syscall.SIGKILL)) // it may have ended meanwhile
 			cancel()
 			return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the command's timeout passed; it was killed"))
 		}

@@ -246,7 +246,7 @@ func NewWorld(t testing.TB) *World {
 			// A large body for throughput: ?n= bytes of zeros.
 			n, _ := strconv.Atoi(r.URL.Query().Get("n"))
 			rw.Header().Set("Content-Length", strconv.Itoa(n))
-			io.CopyN(rw, zeros{}, int64(n))
+			_, _ = io.CopyN(rw, zeros{}, int64(n))
 			return
 		}
 		if r.TLS != nil {
@@ -263,7 +263,7 @@ func NewWorld(t testing.TB) *World {
 	Must(t, err)
 	w.Roots = roots
 	tlsSrv := &http.Server{Handler: hello, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
-	go tlsSrv.ServeTLS(web443, "", "")
+	go func() { _ = tlsSrv.ServeTLS(web443, "", "") }() // ends when the test closes it
 	t.Cleanup(func() { tlsSrv.Close() })
 
 	// The daemon's port on the host.
