@@ -352,6 +352,10 @@ type StartProcessRequest struct {
 	// Stdin keeps the process's stdin open for POST .../stdin; without it
 	// the process reads an empty stdin. A TTY process always has one.
 	Stdin bool `json:"stdin,omitempty"`
+	// User runs the process as a user of the image other than the
+	// session's: "root", a name of the image's /etc/passwd, "uid" or
+	// "uid:gid". Its HOME, USER and LOGNAME follow.
+	User string `json:"user,omitempty"`
 }
 
 // Process describes a process started through the processes API.

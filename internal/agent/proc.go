@@ -89,6 +89,8 @@ type spawnReq struct {
 	setsid  bool
 	setpgid bool
 	setctty bool // stdin (files[0]) becomes the controlling terminal
+	// cred, if set, is the process's own user instead of the session's.
+	cred *syscall.Credential
 
 	pid  int
 	exit chan unix.WaitStatus
@@ -135,11 +137,15 @@ func (sp *spawner) loop(tasks []int) {
 }
 
 func (sp *spawner) spawn(req *spawnReq) {
+	cred := sp.runAs
+	if req.cred != nil {
+		cred = req.cred
+	}
 	attr := &syscall.ProcAttr{
 		Dir:   req.dir,
 		Env:   req.env,
 		Files: req.files,
-		Sys:   &syscall.SysProcAttr{Setsid: req.setsid, Setpgid: req.setpgid && !req.setsid, Setctty: req.setctty, Ctty: 0, Credential: sp.runAs},
+		Sys:   &syscall.SysProcAttr{Setsid: req.setsid, Setpgid: req.setpgid && !req.setsid, Setctty: req.setctty, Ctty: 0, Credential: cred},
 	}
 	if sp.cgv2 >= 0 {
 		attr.Sys.UseCgroupFD = true

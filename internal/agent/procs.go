@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/creack/pty"
@@ -164,6 +165,16 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 			return nil, errdefs.New(errdefs.ErrInvalidArgument, "cwd %q is not a directory in the session", cwd)
 		}
 	}
+	owner := a.owner
+	var cred *syscall.Credential
+	if req.User != "" {
+		acct, err := a.processAccount(req.User)
+		if err != nil {
+			return nil, err
+		}
+		cred, owner = acct.credential(), acct
+		env = acct.env(env)
+	}
 	env = mergeEnv(env, req.Env)
 	if req.TTY {
 		env = mergeEnv(env, map[string]string{"TERM": "xterm-256color"})
@@ -186,7 +197,7 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 	if req.Login {
 		p.command = argv[0] + " -l"
 	}
-	sreq := &spawnReq{argv: argv, env: env, dir: cwd, setsid: true}
+	sreq := &spawnReq{argv: argv, env: env, dir: cwd, setsid: true, cred: cred}
 	var readers []*os.File
 	var closeAfter []*os.File
 	if req.TTY {
@@ -210,9 +221,9 @@ func (a *Agent) startProc(req *agentproto.ProcStartRequest) (*proc, error) {
 		p.master, p.stdin = master, master
 		readers = []*os.File{master}
 		closeAfter = []*os.File{slave}
-		if a.owner != nil {
+		if owner != nil {
 			// Best effort: the process runs on the terminal either way.
-			_ = os.Chown(slave.Name(), int(a.owner.uid), int(a.owner.gid))
+			_ = os.Chown(slave.Name(), int(owner.uid), int(owner.gid))
 		}
 	} else {
 		outR, outW, err := os.Pipe()

@@ -108,6 +108,26 @@ func scanColon(path string, f func([]string) bool) error {
 	return sc.Err()
 }
 
+// processAccount resolves the user one process asks to run as
+// (ProcStartRequest.User). Root is a real account here: the session's user
+// may be another, and whoever may start processes in the session may start
+// them as root of its user namespace, as they could create the session as
+// root. Without a user namespace (--allow-no-userns) every process runs as
+// the one unprivileged host user, so no other may be asked for.
+func (a *Agent) processAccount(user string) (*account, error) {
+	if a.spec.RunAs != nil {
+		return nil, errdefs.New(errdefs.ErrInvalidArgument, "a process of its own user needs a sandbox with a user namespace; this daemon runs without (allow_no_userns)")
+	}
+	acct, err := lookupUser(user)
+	if err != nil {
+		return nil, err
+	}
+	if acct == nil {
+		return &account{name: "root", home: "/root", groups: []uint32{}}, nil
+	}
+	return acct, nil
+}
+
 // credential is what the spawner applies to every process.
 func (a *account) credential() *syscall.Credential {
 	return &syscall.Credential{Uid: a.uid, Gid: a.gid, Groups: a.groups}

@@ -137,6 +137,10 @@ type ProcStartRequest struct {
 	Cols    int               `json:"cols,omitempty"`
 	Rows    int               `json:"rows,omitempty"`
 	Stdin   bool              `json:"stdin,omitempty"`
+	// User runs the process as a user of the image other than the
+	// session's ("root", a name of its /etc/passwd, "uid" or "uid:gid");
+	// "" is the session's user. It needs a sandbox with a user namespace.
+	User string `json:"user,omitempty"`
 }
 
 // ProcInfo describes a durable process.

@@ -436,3 +436,27 @@ func deref(p *int64) int64 {
 	}
 	return *p
 }
+
+// A process may run as another user of the image than its session's: root
+// from a session of "sandbox" (what E2B's commands.run(cmd, {user: 'root'})
+// needs), with root's HOME; the session's own user is untouched; an unknown
+// user is the caller's mistake.
+func TestProcessUser(t *testing.T) {
+	h := daemontest.Start(t, nil)
+	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "s", User: "sandbox"}); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, h, "s", api.StartProcessRequest{Command: "id -u; echo $HOME $USER; touch /etc/by-root && stat -c %u /etc/by-root", User: "root"})
+	out, _, exit, _ := collect(t, h, "s", p.ID, 0, true, 0)
+	if string(out) != "0\n/root root\n0\n" || exit == nil || exit.ExitCode != 0 {
+		t.Errorf("as root: %q, exit %+v", out, exit)
+	}
+	p = startProc(t, h, "s", api.StartProcessRequest{Command: "id -un"})
+	if out, _, _, _ := collect(t, h, "s", p.ID, 0, true, 0); string(out) != "sandbox\n" {
+		t.Errorf("the session's own user after a root process: %q", out)
+	}
+	status, _, env, _ := raw(t, h, "POST", "/v1/sessions/s/processes", `{"command":"true","user":"nobody-here"}`)
+	if status != 400 || env.Error.Code != "invalid_argument" {
+		t.Errorf("unknown user: %d %+v", status, env)
+	}
+}

@@ -165,7 +165,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 	}
 	info, err := s.m.StartProcess(r.Context(), tenant(r), r.PathValue("id"), &session.StartProcessRequest{
 		Command: req.Command, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd,
-		TTY: req.TTY, Cols: req.Cols, Rows: req.Rows, Stdin: req.Stdin,
+		TTY: req.TTY, Cols: req.Cols, Rows: req.Rows, Stdin: req.Stdin, User: req.User,
 	})
 	if err != nil {
 		s.writeError(w, r, err)

@@ -189,7 +189,7 @@ func toProcessInfo(p *agentproto.ProcInfo) *session.ProcessInfo {
 
 func (s sessionSandbox) StartProcess(ctx context.Context, req *session.StartProcessRequest) (*session.ProcessInfo, error) {
 	info, err := s.sb.StartProcess(ctx, &agentproto.ProcStartRequest{Command: req.Command, Argv: req.Argv, Login: req.Login,
-		Env: req.Env, Cwd: req.Cwd, TTY: req.TTY, Cols: req.Cols, Rows: req.Rows, Stdin: req.Stdin})
+		Env: req.Env, Cwd: req.Cwd, TTY: req.TTY, Cols: req.Cols, Rows: req.Rows, Stdin: req.Stdin, User: req.User})
 	if err != nil {
 		return nil, err
 	}

@@ -225,6 +225,9 @@ type StartProcessRequest struct {
 	Cols, Rows int
 	// Stdin keeps the process's stdin open for WriteStdin.
 	Stdin bool
+	// User runs the process as a user of the image other than the
+	// session's: "root", a name of its /etc/passwd, "uid" or "uid:gid".
+	User string
 }
 
 // ProcessInfo describes a durable process.

@@ -54,7 +54,7 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	argv := append([]string{cfg.Cmd}, cfg.Args...)
 	env := cfg.Envs
 	cwd := cfg.GetCwd()
-	if !path.IsAbs(cwd) && canSwitch(t, user) {
+	if !path.IsAbs(cwd) {
 		// E2B runs commands in the user's home, and resolves a relative
 		// cwd there.
 		home, err := s.home(ctx, t, user)
@@ -63,20 +63,15 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		}
 		cwd = path.Join(home, strings.TrimPrefix(strings.TrimPrefix(cwd, "~"), "/"))
 	}
-	switch {
-	case user == defaultUser(t):
-	case canSwitch(t, user):
-		argv, env = asUser(user, env, argv)
-	default:
-		// A session of a user other than root cannot become another:
-		// its processes run with no_new_privs, which stops sudo. The
-		// command fails as a command that may not run does (exit 126,
-		// the reason on stderr), so E2B's SDK reports it as it reports a
-		// failed command (CommandExitError) rather than a broken sandbox.
-		msg := fmt.Sprintf("warren: this sandbox runs as %q and cannot run commands as %q: its processes run with no_new_privs, so neither sudo nor another user is available (see docs/E2B.md)", defaultUser(t), user)
-		argv, env, cwd = []string{"/bin/sh", "-c", `printf '%s\n' "$1" >&2; exit 126`, "sh", msg}, nil, ""
-	}
 	sreq := &session.StartProcessRequest{Argv: argv, Env: env, Cwd: cwd, Stdin: req.Msg.Stdin == nil || req.Msg.GetStdin()}
+	if user != defaultUser(t) {
+		// The agent starts the process as that user of the image (root
+		// included), its HOME, USER and LOGNAME with it: E2B's
+		// commands.run(cmd, {user: 'root'}) works in a sandbox whose own
+		// user is "user", as in E2B, with no sudo (which no_new_privs
+		// would stop anyway).
+		sreq.User = user
+	}
 	if pty := req.Msg.GetPty(); pty != nil {
 		sreq.TTY, sreq.Stdin = true, true
 		sreq.Cols, sreq.Rows = int(pty.GetSize().GetCols()), int(pty.GetSize().GetRows())
@@ -411,13 +406,3 @@ func (p *processService) CloseStdin(ctx context.Context, req *connect.Request[pr
 	return connect.NewResponse(&process.CloseStdinResponse{}), nil
 }
 
-// asUser runs argv as another user through sudo, passing env through env(1)
-// since sudo resets the environment. sudo works from a session that runs as
-// root; from any other, no_new_privs makes it fail.
-func asUser(user string, env map[string]string, argv []string) ([]string, map[string]string) {
-	out := []string{"sudo", "-n", "-H", "-u", user, "--", "env", "--"}
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	return append(out, argv...), nil
-}
