@@ -405,4 +405,3 @@ func (p *processService) CloseStdin(ctx context.Context, req *connect.Request[pr
 	}
 	return connect.NewResponse(&process.CloseStdinResponse{}), nil
 }
-
