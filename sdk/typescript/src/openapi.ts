@@ -98,7 +98,11 @@ export interface paths {
          *     400 naming it and the old policy stays. Addresses the session's
          *     forwarder pinned stay only for names the new policy still allows.
          *     A session created with mode `none` has no link to change (409), and
-         *     a running session cannot change to `none` (409).
+         *     a running session cannot change to `none` (409). A policy beyond the
+         *     tenant's network ceiling (`policy.network` of `PUT /v1/tenants/{name}`)
+         *     is 403 `permission_denied` with the reason, and the old policy stays.
+         *     Open connections the new policy refuses are ended, those through the
+         *     name check on ports 80 and 443 included.
          */
         patch: operations["setSessionNetwork"];
         trace?: never;
@@ -1524,6 +1528,16 @@ export interface components {
              * @description Size of the session's writable layer, in bytes (0 when the daemon does not measure it).
              */
             disk_bytes: number;
+            /**
+             * Format: int64
+             * @description Bytes the session's network link carried into the session since it was created (absent without a network).
+             */
+            network_in_bytes?: number;
+            /**
+             * Format: int64
+             * @description Bytes the session's network link carried out of the session since it was created (absent without a network).
+             */
+            network_out_bytes?: number;
         };
         /** @description One session. */
         Session: {
@@ -1629,6 +1643,7 @@ export interface components {
             /** @description The image to start from; the default image when absent. */
             image?: string;
             limits?: components["schemas"]["Limits"];
+            network?: components["schemas"]["NetworkPolicy"];
             /** @description A shell command line. */
             command?: string;
             /** @description A program and its arguments, run directly without a shell. */
@@ -1741,6 +1756,17 @@ export interface components {
              *     process reads an empty stdin. A TTY process always has one.
              */
             stdin?: boolean;
+            /**
+             * @description Run the process as a user of the image other than the session's:
+             *     `root`, a name of the image's `/etc/passwd`, `uid` or `uid:gid`
+             *     (its `HOME`, `USER` and `LOGNAME` follow). A session of a user
+             *     other than root can so run a command as root of its own user
+             *     namespace, as its caller could create a root session; `sudo`
+             *     inside the sandbox cannot (no_new_privs). 400 on a daemon without
+             *     user namespaces (`allow_no_userns`) or for an unknown user.
+             * @example root
+             */
+            user?: string;
         };
         /** @description A process started through the processes API (or an interactive shell). */
         Process: {
@@ -2283,6 +2309,31 @@ export interface components {
              *     `tenant_defaults.allow_public_ports` (default false) decides.
              */
             allow_public_ports?: boolean;
+            network?: components["schemas"]["TenantNetwork"];
+        };
+        /**
+         * @description The most a tenant's sessions may ask of the network. A create or a
+         *     `PATCH /v1/sessions/{id}/network` beyond it is refused with 403
+         *     `permission_denied` and the reason; the daemon's default network
+         *     (`network.default_mode`) beyond it gives that tenant's sessions
+         *     `none`. Absent: no ceiling.
+         */
+        TenantNetwork: {
+            /**
+             * @description The widest mode; absent, open (allowlist when `allow` is given).
+             * @enum {string}
+             */
+            max_mode?: "none" | "allowlist" | "open";
+            /**
+             * @description The maximum allow-list: each allow rule of a session must fall
+             *     within one of these (a name it matches, a narrower wildcard, an
+             *     address range inside, on the same port or one with every port).
+             * @example [
+             *       "pypi.org:443",
+             *       "*.pythonhosted.org:443"
+             *     ]
+             */
+            allow?: string[];
         };
         /** @description A TCP port of a session, what listens on it, and where the daemon serves it. */
         Port: {
