@@ -74,6 +74,9 @@ func run() error {
 		for fd := spec.FDSpec; fd <= s.LastFD(); fd++ {
 			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
 		}
+		// Kept open: the daemon rewrites the sandbox's /proc/meminfo
+		// through it (see spec.FDMeminfo).
+		unix.FcntlInt(spec.FDMeminfo, unix.F_SETFD, unix.FD_CLOEXEC)
 	}
 	ignoreSignals()
 	if err := catchFatalDefaults(); err != nil {

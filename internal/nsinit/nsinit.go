@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/internal/procview"
 	"github.com/warrenhq/warren/internal/seccomp"
 	"github.com/warrenhq/warren/internal/spec"
 )
@@ -364,6 +365,9 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 	if err := bindDir(scratch(s, "run"), root, "/run", false, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 		return err
 	}
+	if err := setupView(s, root); err != nil {
+		return err
+	}
 	if err := os.Mkdir(filepath.Join(root, "run/warren"), 0o700); err != nil {
 		return step("create /run/warren", err)
 	}
@@ -622,4 +626,78 @@ func lastCap() (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// setupView shows the sandbox its own limits where programs look for the
+// machine's size (spec.View): /proc/cpuinfo and /sys/devices/system/cpu/online
+// list only the sandbox's CPUs, the thread that execs the agent is pinned to
+// them (every process of the sandbox inherits the affinity), and
+// /proc/meminfo says the workload's memory limit and use. The files live in
+// the scratch tmpfs and are bound read-only; the agent keeps /proc/meminfo
+// current through the descriptor spec.FDMeminfo, the only writable way to it.
+func setupView(s *spec.Sandbox, root string) error {
+	v := s.View
+	if len(v.CPUs) > 0 {
+		host, err := os.ReadFile(inRoot(root, "/proc/cpuinfo"))
+		if err != nil {
+			return step("read /proc/cpuinfo", err)
+		}
+		f, err := viewFile(s, root, "cpuinfo", "/proc/cpuinfo", procview.CPUInfo(host, v.CPUs))
+		if err != nil {
+			return err
+		}
+		f.Close()
+		f, err = viewFile(s, root, "online", "/sys/devices/system/cpu/online", []byte(procview.CPUList(v.CPUs)))
+		if err != nil {
+			return err
+		}
+		f.Close()
+		var set unix.CPUSet
+		for _, c := range v.CPUs {
+			set.Set(c)
+		}
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return step("pin to CPUs "+strings.TrimSpace(procview.CPUList(v.CPUs)), err)
+		}
+	}
+	if v.MemoryBytes > 0 {
+		m, err := procview.OpenMemory(s.StatsFD(), s.Cgroup.Version)
+		if err != nil {
+			return step("read the workload's memory use", err)
+		}
+		b, err := m.Meminfo(uint64(v.MemoryBytes))
+		m.Close()
+		unix.Close(s.StatsFD()) // the agent has no use for it
+		if err != nil {
+			return step("read the workload's memory use", err)
+		}
+		f, err := viewFile(s, root, "meminfo", "/proc/meminfo", b)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		// Dup2 clears close-on-exec: the agent inherits it.
+		if err := unix.Dup2(int(f.Fd()), spec.FDMeminfo); err != nil {
+			return step("pass /proc/meminfo to the agent", err)
+		}
+	}
+	return nil
+}
+
+// viewFile writes b to the scratch file name and binds it read-only over
+// target in root. It returns the file, open for writing.
+func viewFile(s *spec.Sandbox, root, name, target string, b []byte) (*os.File, error) {
+	f, err := os.OpenFile(scratch(s, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return nil, step("create "+target, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, step("write "+target, err)
+	}
+	if err := bind(f.Name(), inRoot(root, target), true, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+		f.Close()
+		return nil, step("mount "+target, err)
+	}
+	return f, nil
 }

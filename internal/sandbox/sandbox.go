@@ -99,6 +99,8 @@ type Runtime struct {
 	rmu      sync.Mutex
 	removing map[string]bool // names being removed in the background
 	ids      *idAllocator
+	cpus     *cpuPlacer
+	views    viewer
 	unlock   func() // lets go of the cgroup parent
 }
 
@@ -185,13 +187,14 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 		}
 	}
 	c.Release()
-	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: ids, unlock: unlock, removing: map[string]bool{}}, nil
+	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: ids, cpus: newCPUPlacer(), views: viewer{views: map[string]*meminfoView{}}, unlock: unlock, removing: map[string]bool{}}, nil
 }
 
 // Close waits for background removals and lets go of the sandbox program
 // and the cgroup parent; running sandboxes keep theirs.
 func (r *Runtime) Close() error {
 	r.Wait()
+	r.views.close()
 	r.unlock()
 	return r.prog.Close()
 }
@@ -354,6 +357,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	cu.Add(func() { r.cpus.release(c.Name) })
 	sp, err := r.buildSpec(c, ids, dir, layer)
 	if err != nil {
 		return nil, err
@@ -377,6 +381,11 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	// costs a hello, not the agent's start.
 	if err := sb.connect(ctx, agentproto.Hello{Defer: c.Deferred}); err != nil {
 		return nil, err
+	}
+	if c.Limits.MemoryBytes > 0 {
+		if err := r.views.watch(sb, uint64(c.Limits.MemoryBytes)); err != nil {
+			return nil, err
+		}
 	}
 	cu.Release()
 	return sb, nil
@@ -504,6 +513,7 @@ func (r *Runtime) buildSpec(c *Config, ids spec.IDRange, dir, layer string) (*sp
 		ReadOnlyPaths:      r.opts.ReadOnlyPaths,
 		Seccomp:            r.opts.Seccomp,
 		User:               c.User,
+		View:               spec.View{MemoryBytes: c.Limits.MemoryBytes, CPUs: r.cpus.place(c.Name, c.Limits.CPUs)},
 	}
 	if r.opts.UserNS {
 		sp.UserNS = &ids
@@ -602,6 +612,14 @@ func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *
 		files = append(files, f.Fd())
 	}
 	files = append(files, r.prog.Fd()) // spec.ProgramFD
+	if sp.StatsFD() >= 0 {
+		mem, err := cg.OpenMemoryDir()
+		if err != nil {
+			return nil, nil, err
+		}
+		defer mem.Close()
+		files = append(files, mem.Fd()) // spec.StatsFD
+	}
 	pid, pidfd, err := r.forkInit(ids, files)
 	if err != nil {
 		return nil, nil, err
@@ -1019,6 +1037,7 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 		sb.exitErr = errors.New("sandbox was deleted")
 	}
 	sb.mu.Unlock()
+	sb.rt.views.forget(sb.name)
 	sb.kill()
 	var errs []error
 	select {
@@ -1065,6 +1084,7 @@ func (sb *Sandbox) removeFiles() []error {
 	if err := os.RemoveAll(sb.dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox directory: %w", err))
 	}
+	sb.rt.cpus.release(sb.name)
 	if len(errs) == 0 {
 		// Its ids may go to another sandbox only once nothing of it is
 		// left that they could reach.
@@ -1136,6 +1156,12 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 		r.ids.put(name, ids)
 		return nil, err
 	}
+	r.cpus.adopt(name, pid)
+	// A sandbox from before the view has no meminfo to keep: nothing to
+	// watch. One whose file cannot be kept current keeps running with its
+	// last view: an adoption is never refused for a view (the session's
+	// processes and files are what matter).
+	_ = r.views.watch(sb, 0)
 	return sb, nil
 }
 
@@ -1234,6 +1260,7 @@ func (sb *Sandbox) Detach() {
 		sb.exitErr = errors.New("sandbox was detached from this daemon")
 	}
 	sb.mu.Unlock()
+	sb.rt.views.forget(sb.name)
 	if sb.conn != nil {
 		sb.conn.Close()
 	}
@@ -1262,6 +1289,8 @@ func (r *Runtime) Remove(name string) error {
 			errs = append(errs, err)
 		}
 	}
+	r.cpus.release(name)
+	r.views.forget(name)
 	// Its id block goes back with its state, as removeFiles does.
 	var ids spec.IDRange
 	b, rerr := os.ReadFile(filepath.Join(r.dir, name, idsFile))

@@ -25,6 +25,11 @@ const (
 	// FDExe is the warren binary, open for a dynamically linked agent that
 	// starts through the ELF interpreter; the agent closes it first thing.
 	FDExe = 100
+	// FDMeminfo is the file bound read-only over the sandbox's
+	// /proc/meminfo, open for writing: init creates it, the agent keeps it
+	// open, and the daemon opens it anew through /proc/<pid>/fd to keep it
+	// current (see View). No path inside the sandbox leads to it writable.
+	FDMeminfo = 101
 )
 
 // Status messages init writes to FDStatus; the daemon reads them. They live
@@ -88,6 +93,25 @@ type Sandbox struct {
 	// User is who sandboxed processes run as: "" or "root", a name from the
 	// image's /etc/passwd, "uid" or "uid:gid". Resolved inside the sandbox.
 	User string `json:"user,omitempty"`
+
+	// View is what the sandbox's /proc and /sys say about its memory and
+	// CPUs: its own limits, not the host's.
+	View View `json:"view"`
+}
+
+// View is the sandbox's view of its limits, in the manner of LXCFS.
+type View struct {
+	// MemoryBytes is the workload's memory limit: /proc/meminfo shows it
+	// as MemTotal and the workload's use below it (init writes it first
+	// from the workload's memory cgroup, StatsFD; the daemon refreshes it).
+	// 0 leaves the host's /proc/meminfo.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// CPUs are the host CPUs the sandbox's processes run on (its CPU
+	// affinity, what nproc, os.process_cpu_count() and the JVM count), and
+	// the only ones /proc/cpuinfo and /sys/devices/system/cpu/online list
+	// (what sysconf(_SC_NPROCESSORS_ONLN) and os.cpu_count() count). Empty
+	// leaves all of them.
+	CPUs []int `json:"cpus,omitempty"`
 }
 
 // IDRange is a block of host ids: sandbox id 0 is HostID on the host.
@@ -170,8 +194,19 @@ func (c Cgroup) LastFD() int { return FDCgroup + 2*c.Hierarchies + c.WorkloadFDs
 // after the pivot detached it.
 func (s *Sandbox) ProgramFD() int { return s.Cgroup.LastFD() + 1 }
 
+// StatsFD is the directory of the workload's memory cgroup, opened by the
+// daemon, after ProgramFD, when View.MemoryBytes is set: init reads the
+// workload's memory use there for the first /proc/meminfo. It is -1
+// otherwise.
+func (s *Sandbox) StatsFD() int {
+	if s.View.MemoryBytes <= 0 {
+		return -1
+	}
+	return s.ProgramFD() + 1
+}
+
 // LastFD is the highest descriptor the sandbox inherits.
-func (s *Sandbox) LastFD() int { return s.ProgramFD() }
+func (s *Sandbox) LastFD() int { return max(s.ProgramFD(), s.StatsFD()) }
 
 // Read decodes the blob from fd FDSpec (read from offset 0, so both init and
 // agent can read it).
