@@ -101,6 +101,9 @@ type Runtime struct {
 	ids      *idAllocator
 	cpus     *cpuPlacer
 	views    viewer
+	// hostNS idmaps host directories (see hostdirs.go); nil without user
+	// namespaces.
+	hostNS *os.File
 	unlock   func() // lets go of the cgroup parent
 }
 
@@ -186,8 +189,16 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 			return nil, fmt.Errorf("open the sandbox program: %w", err)
 		}
 	}
+	var hostNS *os.File
+	if o.UserNS {
+		var err error
+		if hostNS, err = hostDirsUserNS(); err != nil {
+			prog.Close()
+			return nil, err
+		}
+	}
 	c.Release()
-	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: ids, cpus: newCPUPlacer(), views: viewer{views: map[string]*meminfoView{}}, unlock: unlock, removing: map[string]bool{}}, nil
+	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: ids, cpus: newCPUPlacer(), views: viewer{views: map[string]*meminfoView{}}, hostNS: hostNS, unlock: unlock, removing: map[string]bool{}}, nil
 }
 
 // Close waits for background removals and lets go of the sandbox program
@@ -195,6 +206,9 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 func (r *Runtime) Close() error {
 	r.Wait()
 	r.views.close()
+	if r.hostNS != nil {
+		r.hostNS.Close()
+	}
 	r.unlock()
 	return r.prog.Close()
 }
@@ -281,11 +295,13 @@ type Bind struct {
 	ReadOnly       bool
 }
 
-// sendLayers makes an idmapped mount of each host directory, mapping the
-// host's ids onto the sandbox's user namespace (host root shows as the
-// sandbox's root), and sends them to the sandbox's init. Only the host's root
-// may idmap the host's filesystems, so the daemon does it.
-func sendLayers(pid int, sock *os.File, sources []string, readOnly map[int]bool) error {
+// sendLayers makes an idmapped mount of each layer, mapping the canonical
+// ids of images, snapshots and workspaces onto the sandbox's user namespace
+// (their root shows as the sandbox's root), and those listed in hostDirs,
+// the host's own files, through hostNS, which maps none of their ids into
+// the sandbox (see hostdirs.go). It sends them to the sandbox's init. Only
+// the host's root may idmap the host's filesystems, so the daemon does it.
+func sendLayers(pid int, sock *os.File, sources []string, readOnly, hostDirs map[int]bool, hostNS *os.File) error {
 	userns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open the sandbox's user namespace: %w", err)
@@ -304,6 +320,9 @@ func sendLayers(pid int, sock *os.File, sources []string, readOnly map[int]bool)
 		}
 		fds = append(fds, fd)
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID, Userns_fd: uint64(userns)}
+		if hostDirs[i] {
+			attr.Userns_fd = uint64(hostNS.Fd())
+		}
 		if readOnly[i] {
 			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 		}
@@ -457,6 +476,11 @@ func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup.Cleanup) (di
 		}
 		for _, d := range []string{od + "/upper", od + "/work"} {
 			if err := mkdir(d, true); err != nil {
+				return "", "", err
+			}
+		}
+		if r.opts.UserNS {
+			if err := localDirs(c.Overlays[i].Source, od+"/upper", ids); err != nil {
 				return "", "", err
 			}
 		}
@@ -633,13 +657,18 @@ func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *
 	}
 	cu.Add(sb.kill)
 	if r.opts.UserNS {
-		sources, readOnly := sp.Layers(), map[int]bool{}
+		sources, readOnly, hostDirs := sp.Layers(), map[int]bool{}, map[int]bool{}
 		for i, m := range sp.Mounts {
 			if m.ReadOnly {
 				readOnly[len(sp.Root.Lower)+i] = true
 			}
+			// An overlay's source is a host directory (Config.Overlays);
+			// a bind's is a workspace, with canonical ids.
+			if m.Kind == "overlay" {
+				hostDirs[len(sp.Root.Lower)+i] = true
+			}
 		}
-		if err := sendLayers(pid, mountsW, sources, readOnly); err != nil {
+		if err := sendLayers(pid, mountsW, sources, readOnly, hostDirs, r.hostNS); err != nil {
 			return nil, nil, err
 		}
 	}
