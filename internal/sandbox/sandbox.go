@@ -104,7 +104,7 @@ type Runtime struct {
 	// hostNS idmaps host directories (see hostdirs.go); nil without user
 	// namespaces.
 	hostNS *os.File
-	unlock   func() // lets go of the cgroup parent
+	unlock func() // lets go of the cgroup parent
 }
 
 // NewRuntime returns a runtime that keeps per-sandbox state under dir and
