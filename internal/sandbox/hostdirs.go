@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"syscall"
 
@@ -37,35 +36,36 @@ import (
 const hostIDNobody = 65534
 
 // hostDirsUserNS returns a user namespace for idmapping host directories:
-// one per runtime, kept by its descriptor. The namespace needs a process to
-// be made: a child is cloned into it and stopped by ptrace at its execve
-// before it runs an instruction, and killed once its namespace is open.
-func hostDirsUserNS() (*os.File, error) {
-	// The tracer is the thread that forked.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+// one per runtime, kept by its descriptor. A namespace needs a process to be
+// made: exe (the sandbox program) is started in a new one as init and, with
+// /dev/null for its spec and status (spec.FDSpec, spec.FDStatus), fails at
+// once; its namespace is opened while it is a zombie
+// (a zombie keeps its credentials, and with them its user namespace, until
+// it is reaped) and it is reaped then. No ptrace: Yama's strictest mode
+// forbids even PTRACE_TRACEME.
+func hostDirsUserNS(exe string) (*os.File, error) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer null.Close()
+	n := null.Fd()
 	m := []syscall.SysProcIDMap{{ContainerID: hostIDNobody, HostID: hostIDNobody, Size: 1}}
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{"warren-idmap"}, &syscall.ProcAttr{
-		Env: []string{},
-		Sys: &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER, UidMappings: m, GidMappings: m, Ptrace: true, Pdeathsig: unix.SIGKILL},
+	pid, err := syscall.ForkExec(exe, []string{"warren", "init"}, &syscall.ProcAttr{
+		Env:   []string{},
+		Files: []uintptr{n, n, n, n, n},
+		Sys: &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER, UidMappings: m, GidMappings: m},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create the user namespace for host directories: %w", err)
 	}
-	defer func() {
-		unix.Kill(pid, unix.SIGKILL)
-		var ws unix.WaitStatus
-		for {
-			if _, err := unix.Wait4(pid, &ws, 0, nil); !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
-	}()
-	var ws unix.WaitStatus
-	if _, err := unix.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
-		return nil, fmt.Errorf("create the user namespace for host directories: the child did not stop at its exec (%v, status %v)", err, ws)
-	}
 	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	var ws unix.WaitStatus
+	for {
+		if _, werr := unix.Wait4(pid, &ws, 0, nil); !errors.Is(werr, unix.EINTR) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open the user namespace for host directories: %w", err)
 	}

@@ -192,7 +192,7 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 	var hostNS *os.File
 	if o.UserNS {
 		var err error
-		if hostNS, err = hostDirsUserNS(); err != nil {
+		if hostNS, err = hostDirsUserNS(exe); err != nil {
 			prog.Close()
 			return nil, err
 		}
