@@ -54,7 +54,7 @@ func hostDirsUserNS(exe string) (*os.File, error) {
 	pid, err := syscall.ForkExec(exe, []string{"warren", "init"}, &syscall.ProcAttr{
 		Env:   []string{},
 		Files: []uintptr{n, n, n, n, n},
-		Sys: &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER, UidMappings: m, GidMappings: m},
+		Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER, UidMappings: m, GidMappings: m},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create the user namespace for host directories: %w", err)
