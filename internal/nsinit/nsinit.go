@@ -116,6 +116,9 @@ func run(status *os.File) error {
 	if _, err := unix.FcntlInt(uintptr(spec.FDStatus), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
 		return step("mark status pipe close-on-exec", err)
 	}
+	if err := spec.CapRlimits(); err != nil {
+		return step("cap queued signals and message queues", err)
+	}
 	if err := dropPrivileges(s.Caps); err != nil {
 		return step("drop privileges", err)
 	}
@@ -382,6 +385,9 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 		// namespaces, and with them much more of the kernel to attack.
 		if err := os.WriteFile(filepath.Join(root, "proc/sys/user/max_user_namespaces"), []byte("0"), 0); err != nil {
 			return step("forbid nested user namespaces", err)
+		}
+		if err := userLimits(root); err != nil {
+			return err
 		}
 	}
 	if err := maskPaths(root, scratch(s, "empty"), s.MaskedPaths, s.ReadOnlyPaths); err != nil {
@@ -700,4 +706,27 @@ func viewFile(s *spec.Sandbox, root, name, target string, b []byte) (*os.File, e
 		return nil, step("mount "+target, err)
 	}
 	return f, nil
+}
+
+// userLimits gives each user of the sandbox's namespace the host's per-user
+// inotify limits. The kernel charges a user's inotify instances and watches
+// at every level of user namespaces up to the host: the sandbox's users
+// against these per-namespace limits (unlimited in a new namespace), and
+// all of them together, as the namespace's owner (the session's own host
+// uid), against the host's per-user ones. So the session as a whole gets
+// what one host user gets, and no user inside more.
+func userLimits(root string) error {
+	for _, l := range [][2]string{
+		{"proc/sys/fs/inotify/max_user_instances", "proc/sys/user/max_inotify_instances"},
+		{"proc/sys/fs/inotify/max_user_watches", "proc/sys/user/max_inotify_watches"},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, l[0]))
+		if err != nil {
+			return step("read /"+l[0], err)
+		}
+		if err := os.WriteFile(filepath.Join(root, l[1]), b, 0); err != nil {
+			return step("set /"+l[1], err)
+		}
+	}
+	return nil
 }

@@ -189,6 +189,13 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 			return nil, fmt.Errorf("open the sandbox program: %w", err)
 		}
 	}
+	// Every sandbox's user namespace takes its RLIMIT_MSGQUEUE and
+	// RLIMIT_SIGPENDING maxima from this process at the clone: capped, they
+	// bound each session's message queues and queued signals as a whole.
+	if err := spec.CapRlimits(); err != nil {
+		prog.Close()
+		return nil, fmt.Errorf("cap the limits sandboxes inherit: %w", err)
+	}
 	var hostNS *os.File
 	if o.UserNS {
 		var err error

@@ -12,6 +12,46 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Caps on two per-user resources of a sandbox (RLIMIT_MSGQUEUE,
+// RLIMIT_SIGPENDING). The kernel counts both per user at every level of
+// user namespaces: a process's own limit bounds its user's count inside the
+// sandbox, and the limit its namespace's creator had when it cloned it
+// bounds the whole sandbox, as its owner, on the host. Both are set to these
+// caps, so neither depends on the limits the daemon happened to start with
+// (`ulimit -q unlimited` would otherwise reach every session).
+const (
+	// MsgQueueBytes is the kernel's default: ten queues of the default
+	// size (10 messages of 8 KiB).
+	MsgQueueBytes = 819200
+	// SigPending queued signals of 80-odd bytes each: well under 1 MiB.
+	SigPending = 8192
+)
+
+// CapRlimits lowers this process's RLIMIT_MSGQUEUE and RLIMIT_SIGPENDING,
+// soft and hard, to MsgQueueBytes and SigPending where they are higher.
+// Sandbox init calls it before it execs the agent (every sandboxed process
+// inherits them); the daemon calls it before it clones sandboxes, whose
+// namespaces take their per-namespace maxima from it.
+func CapRlimits() error {
+	for _, l := range []struct {
+		res int
+		max uint64
+	}{{unix.RLIMIT_MSGQUEUE, MsgQueueBytes}, {unix.RLIMIT_SIGPENDING, SigPending}} {
+		var r unix.Rlimit
+		if err := unix.Getrlimit(l.res, &r); err != nil {
+			return err
+		}
+		if r.Cur <= l.max && r.Max <= l.max {
+			continue
+		}
+		r.Cur, r.Max = min(r.Cur, l.max), min(r.Max, l.max)
+		if err := unix.Setrlimit(l.res, &r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Version of the blob; init and agent refuse another.
 const Version = 1
 
