@@ -43,11 +43,15 @@ var DefaultCaps = []int{
 }
 
 // DefaultMaskedPaths are hidden inside every sandbox (Docker's list): kernel
-// memory, keys, timers and hardware details of the host.
+// memory, keys, timers and hardware details of the host. Also the host's
+// virtual block devices: a loop device's loop/backing_file names the file
+// behind it on the host, which for warren's layer and workspace images is a
+// path in the data directory (every session's, and other daemons').
 var DefaultMaskedPaths = []string{
 	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
 	"/proc/latency_stats", "/proc/sched_debug", "/proc/scsi", "/proc/timer_list",
 	"/proc/timer_stats", "/sys/devices/virtual/powercap", "/sys/firmware",
+	"/sys/devices/virtual/block",
 }
 
 // DefaultReadOnlyPaths are read-only inside every sandbox.
