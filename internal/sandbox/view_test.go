@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/cgroup"
-	"github.com/warrenhq/warren/internal/procview"
 )
 
 // meminfoKB returns a /proc/meminfo field in kB read inside sb.
@@ -114,16 +113,5 @@ func TestCPUViewPlacement(t *testing.T) {
 	p.release("a")
 	if got := p.place("f", 1); len(got) != 1 || got[0] != 0 {
 		t.Errorf("after a's release: %v, want its CPU, [0]", got)
-	}
-}
-
-func TestMeminfoFixedWidth(t *testing.T) {
-	a := procview.Meminfo(512<<20, 1<<20, procview.MemStat{})
-	b := procview.Meminfo(512<<20, 300<<20, procview.MemStat{File: 100 << 20, ActiveFile: 50 << 20})
-	if len(a) != len(b) {
-		t.Errorf("renderings differ in length: %d and %d bytes", len(a), len(b))
-	}
-	if !strings.HasPrefix(string(a), "MemTotal:         524288 kB\nMemFree:          523264 kB\n") {
-		t.Errorf("meminfo starts %q", a[:60])
 	}
 }
