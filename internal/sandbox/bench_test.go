@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/warrenhq/warren/internal/agentproto"
 	"github.com/warrenhq/warren/internal/cgroup"
 	"github.com/warrenhq/warren/internal/procview"
+	"github.com/warrenhq/warren/internal/spec"
 	"golang.org/x/sys/unix"
 )
 
@@ -179,4 +181,35 @@ func BenchmarkRuntimeStartViewOff(b *testing.B) {
 		ts = append(ts, time.Since(t0))
 	}
 	report(b, ts)
+}
+
+// BenchmarkLocalDirs is what a create of a base-image session pays to give
+// its layer the host's /usr/local directories (hostdirs.go).
+func BenchmarkLocalDirs(b *testing.B) {
+	dir := b.TempDir()
+	i := 0
+	c0 := daemonCPU()
+	defer func() { b.ReportMetric(float64((daemonCPU()-c0).Microseconds())/float64(i), "cpu-us/op") }()
+	for b.Loop() {
+		up := filepath.Join(dir, strconv.Itoa(i))
+		i++
+		if err := os.Mkdir(up, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := localDirs("/usr", up, spec.IDRange{HostID: 1 << 30, Size: 65536}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHostDirsUserNS is what a runtime's start pays for the host
+// directories' user namespace.
+func BenchmarkHostDirsUserNS(b *testing.B) {
+	for b.Loop() {
+		f, err := hostDirsUserNS("/proc/self/exe")
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
 }

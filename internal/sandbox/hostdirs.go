@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -78,41 +80,77 @@ func hostDirsUserNS(exe string) (*os.File, error) {
 // session's root (ids.HostID). Symbolic links and anything else are left to
 // the host's copy.
 func localDirs(src, upper string, ids spec.IDRange) error {
-	var walk func(rel string, depth int) error
-	walk = func(rel string, depth int) error {
-		fi, err := os.Lstat(filepath.Join(src, rel))
-		if err != nil || !fi.IsDir() {
-			return nil // gone, or not a directory: nothing to give
+	for _, d := range scanLocal(src) {
+		dst := filepath.Join(upper, d.rel)
+		if err := os.Mkdir(dst, d.mode); err != nil {
+			return fmt.Errorf("give the session %s: %w", filepath.Join(src, d.rel), err)
 		}
-		dst := filepath.Join(upper, rel)
-		if err := os.Mkdir(dst, fi.Mode().Perm()); err != nil {
-			return err
-		}
-		// Mkdir's mode is cut by the umask.
-		if err := os.Chmod(dst, fi.Mode().Perm()|fi.Mode()&os.ModeSticky); err != nil {
-			return err
+		// Mkdir's mode is cut by the umask (and never sets the sticky bit).
+		if d.mode&^os.ModePerm != 0 || d.mode&^localUmask != d.mode {
+			if err := os.Chmod(dst, d.mode); err != nil {
+				return err
+			}
 		}
 		if err := os.Lchown(dst, int(ids.HostID), int(ids.HostID)); err != nil {
 			return err
 		}
-		if depth == 2 {
-			return nil
-		}
-		ents, err := os.ReadDir(filepath.Join(src, rel))
-		if err != nil {
-			return nil
-		}
-		for _, e := range ents {
-			if e.IsDir() {
-				if err := walk(filepath.Join(rel, e.Name()), depth+1); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	if err := walk("local", 0); err != nil {
-		return fmt.Errorf("give the session %s/local: %w", src, err)
 	}
 	return nil
 }
+
+type localDir struct {
+	rel  string
+	mode os.FileMode
+}
+
+// localUmask is the umask's effect on Mkdir's mode: it is read (and put
+// back) once, as Go gives no way to read it without setting it.
+var localUmask = func() os.FileMode {
+	old := unix.Umask(0o22)
+	unix.Umask(old)
+	return os.ModePerm &^ os.FileMode(old)
+}()
+
+// scanLocal lists src/local and its directories two levels deep, parents
+// first. A create of a base-image session needs it; the host's /usr/local
+// changes rarely, so a scan serves for localScanAge.
+func scanLocal(src string) []localDir {
+	localMu.Lock()
+	defer localMu.Unlock()
+	if c, ok := localCache[src]; ok && time.Since(c.at) < localScanAge {
+		return c.dirs
+	}
+	var dirs []localDir
+	var walk func(rel string, depth int)
+	walk = func(rel string, depth int) {
+		fi, err := os.Lstat(filepath.Join(src, rel))
+		if err != nil || !fi.IsDir() {
+			return // gone, or not a directory: nothing to give
+		}
+		dirs = append(dirs, localDir{rel, fi.Mode().Perm() | fi.Mode()&os.ModeSticky})
+		if depth == 2 {
+			return
+		}
+		ents, _ := os.ReadDir(filepath.Join(src, rel))
+		for _, e := range ents {
+			if e.IsDir() {
+				walk(filepath.Join(rel, e.Name()), depth+1)
+			}
+		}
+	}
+	walk("local", 0)
+	localCache[src] = localScan{dirs: dirs, at: time.Now()}
+	return dirs
+}
+
+type localScan struct {
+	dirs []localDir
+	at   time.Time
+}
+
+const localScanAge = 10 * time.Second
+
+var (
+	localMu    sync.Mutex
+	localCache = map[string]localScan{}
+)
