@@ -29,8 +29,8 @@ import (
 // its owner, so such files can be read and executed but not changed in
 // place (EOVERFLOW), and directories of theirs get no new entries
 // (EACCES). So that a session may still install into /usr/local, its
-// writable layer starts with the top two levels of the host's /usr/local
-// directories (see localDirs), the session root's: new files there land in
+// writable layer starts with copies of the host's /usr/local directories
+// (see localDirs), the session root's: new files there land in
 // the session's layer as before.
 
 // hostIDNobody is the one id hostDirsUserNS maps, host nobody to itself: an
@@ -75,9 +75,9 @@ func hostDirsUserNS(exe string) (*os.File, error) {
 }
 
 // localDirs gives a session's writable layer of the host directory src the
-// directories its root may add files to: the host's src/local and the
-// directories up to two levels below it, with their modes, owned by the
-// session's root (ids.HostID). Symbolic links and anything else are left to
+// directories its root may add files to: the host's src/local, the
+// directories below it and those below src/local/lib, with their modes,
+// owned by the session's root (ids.HostID). Symbolic links and anything else are left to
 // the host's copy.
 func localDirs(src, upper string, ids spec.IDRange) error {
 	for _, d := range scanLocal(src) {
@@ -111,8 +111,8 @@ var localUmask = func() os.FileMode {
 	return os.ModePerm &^ os.FileMode(old)
 }()
 
-// scanLocal lists src/local and its directories two levels deep, parents
-// first. A create of a base-image session needs it; the host's /usr/local
+// scanLocal lists src/local, its directories and those of src/local/lib,
+// parents first. A create of a base-image session needs it; the host's /usr/local
 // changes rarely, so a scan serves for localScanAge.
 func scanLocal(src string) []localDir {
 	localMu.Lock()
@@ -128,7 +128,10 @@ func scanLocal(src string) []localDir {
 			return // gone, or not a directory: nothing to give
 		}
 		dirs = append(dirs, localDir{rel, fi.Mode().Perm() | fi.Mode()&os.ModeSticky})
-		if depth == 2 {
+		// Two levels only below lib (lib/node_modules for npm -g,
+		// lib/python3.N): every directory costs each create a mkdir and a
+		// chown, and /usr/local/go alone has a dozen below it.
+		if depth == 2 || depth == 1 && rel != "local/lib" {
 			return
 		}
 		ents, _ := os.ReadDir(filepath.Join(src, rel))
