@@ -639,8 +639,9 @@ func lastCap() (int, error) {
 // list only the sandbox's CPUs, the thread that execs the agent is pinned to
 // them (every process of the sandbox inherits the affinity), and
 // /proc/meminfo says the workload's memory limit and use. The files live in
-// the scratch tmpfs and are bound read-only; the agent keeps /proc/meminfo
-// current through the descriptor spec.FDMeminfo, the only writable way to it.
+// the scratch tmpfs and are bound read-only. The agent holds /proc/meminfo's
+// file open as spec.FDMeminfo, the only writable way to it, through which
+// the daemon keeps it current.
 func setupView(s *spec.Sandbox, root string) error {
 	v := s.View
 	if len(v.CPUs) > 0 {
@@ -667,16 +668,10 @@ func setupView(s *spec.Sandbox, root string) error {
 		}
 	}
 	if v.MemoryBytes > 0 {
-		m, err := procview.OpenMemory(s.StatsFD(), s.Cgroup.Version)
-		if err != nil {
-			return step("read the workload's memory use", err)
-		}
-		b, err := m.Meminfo(uint64(v.MemoryBytes))
-		m.Close()
-		unix.Close(s.StatsFD()) // the agent has no use for it
-		if err != nil {
-			return step("read the workload's memory use", err)
-		}
+		// Nothing runs yet, and on cgroup v2 the workload's memory files
+		// may not exist before the daemon enabled the controller: the
+		// daemon writes the first real figures when the agent is up.
+		b := procview.Meminfo(uint64(v.MemoryBytes), 0, procview.MemStat{})
 		f, err := viewFile(s, root, "meminfo", "/proc/meminfo", b)
 		if err != nil {
 			return err

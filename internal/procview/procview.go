@@ -1,10 +1,10 @@
 // Package procview renders what a sandbox's /proc/meminfo, /proc/cpuinfo
 // and /sys/devices/system/cpu/online say: the sandbox's own memory limit and
 // CPUs rather than the host's, in the manner of LXCFS. Sandbox init writes
-// the files and binds them read-only over the kernel's; the agent keeps
+// the files and binds them read-only over the kernel's; the daemon keeps
 // /proc/meminfo current from the workload's memory cgroup (see Memory).
 //
-// It is shared by init and the agent and must stay small.
+// It is shared by init and the daemon and must stay small.
 package procview
 
 import (

@@ -647,14 +647,6 @@ func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *
 		files = append(files, f.Fd())
 	}
 	files = append(files, r.prog.Fd()) // spec.ProgramFD
-	if sp.StatsFD() >= 0 {
-		mem, err := cg.OpenMemoryDir()
-		if err != nil {
-			return nil, nil, err
-		}
-		defer mem.Close()
-		files = append(files, mem.Fd()) // spec.StatsFD
-	}
 	pid, pidfd, err := r.forkInit(ids, files)
 	if err != nil {
 		return nil, nil, err

@@ -37,6 +37,14 @@ type meminfoView struct {
 	limit uint64
 }
 
+func (v *meminfoView) refresh() error {
+	b, err := v.mem.Meminfo(v.limit)
+	if err != nil {
+		return err
+	}
+	return procview.Rewrite(int(v.file.Fd()), b)
+}
+
 func (v *meminfoView) close() {
 	v.mem.Close()
 	v.dir.Close()
@@ -68,12 +76,18 @@ func (w *viewer) watch(sb *Sandbox, limit uint64) error {
 		f.Close()
 		return err
 	}
+	v := &meminfoView{file: f, mem: mem, dir: dir, limit: limit}
+	// At once: init wrote the limit with no use.
+	if err := v.refresh(); err != nil {
+		v.close()
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if old := w.views[sb.name]; old != nil {
 		old.close()
 	}
-	w.views[sb.name] = &meminfoView{file: f, mem: mem, dir: dir, limit: limit}
+	w.views[sb.name] = v
 	if w.stop == nil {
 		w.stop = make(chan struct{})
 		go w.loop(w.stop)
@@ -116,11 +130,7 @@ func (w *viewer) loop(stop chan struct{}) {
 		}
 		w.mu.Lock()
 		for name, v := range w.views {
-			b, err := v.mem.Meminfo(v.limit)
-			if err == nil {
-				err = procview.Rewrite(int(v.file.Fd()), b)
-			}
-			if err != nil {
+			if err := v.refresh(); err != nil {
 				// Its cgroup or PID 1 is gone: the sandbox is on its way
 				// out, and its destroy forgets it too.
 				v.close()

@@ -142,8 +142,8 @@ type Sandbox struct {
 // View is the sandbox's view of its limits, in the manner of LXCFS.
 type View struct {
 	// MemoryBytes is the workload's memory limit: /proc/meminfo shows it
-	// as MemTotal and the workload's use below it (init writes it first
-	// from the workload's memory cgroup, StatsFD; the daemon refreshes it).
+	// as MemTotal and the workload's use below it (init writes it with no
+	// use, the daemon keeps it current from the workload's memory cgroup).
 	// 0 leaves the host's /proc/meminfo.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	// CPUs are the host CPUs the sandbox's processes run on (its CPU
@@ -234,19 +234,8 @@ func (c Cgroup) LastFD() int { return FDCgroup + 2*c.Hierarchies + c.WorkloadFDs
 // after the pivot detached it.
 func (s *Sandbox) ProgramFD() int { return s.Cgroup.LastFD() + 1 }
 
-// StatsFD is the directory of the workload's memory cgroup, opened by the
-// daemon, after ProgramFD, when View.MemoryBytes is set: init reads the
-// workload's memory use there for the first /proc/meminfo. It is -1
-// otherwise.
-func (s *Sandbox) StatsFD() int {
-	if s.View.MemoryBytes <= 0 {
-		return -1
-	}
-	return s.ProgramFD() + 1
-}
-
 // LastFD is the highest descriptor the sandbox inherits.
-func (s *Sandbox) LastFD() int { return max(s.ProgramFD(), s.StatsFD()) }
+func (s *Sandbox) LastFD() int { return s.ProgramFD() }
 
 // Read decodes the blob from fd FDSpec (read from offset 0, so both init and
 // agent can read it).
