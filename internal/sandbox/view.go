@@ -32,8 +32,7 @@ type viewer struct {
 
 type meminfoView struct {
 	file  *os.File // the sandbox's /proc/meminfo, open for writing
-	mem   *procview.Memory
-	dir   *os.File // the workload's memory cgroup, which mem reads
+	mem   *procview.Memory // the workload's memory cgroup
 	limit uint64
 }
 
@@ -47,7 +46,6 @@ func (v *meminfoView) refresh() error {
 
 func (v *meminfoView) close() {
 	v.mem.Close()
-	v.dir.Close()
 	v.file.Close()
 }
 
@@ -71,12 +69,12 @@ func (w *viewer) watch(sb *Sandbox, limit uint64) error {
 		return err
 	}
 	mem, err := procview.OpenMemory(int(dir.Fd()), sb.rt.cgroups.Version())
+	dir.Close() // mem keeps the two files it reads
 	if err != nil {
-		dir.Close()
 		f.Close()
 		return err
 	}
-	v := &meminfoView{file: f, mem: mem, dir: dir, limit: limit}
+	v := &meminfoView{file: f, mem: mem, limit: limit}
 	// At once: init wrote the limit with no use.
 	if err := v.refresh(); err != nil {
 		v.close()
