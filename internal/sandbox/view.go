@@ -31,7 +31,7 @@ type viewer struct {
 }
 
 type meminfoView struct {
-	file  *os.File // the sandbox's /proc/meminfo, open for writing
+	file  *os.File         // the sandbox's /proc/meminfo, open for writing
 	mem   *procview.Memory // the workload's memory cgroup
 	limit uint64
 }
