@@ -635,13 +635,13 @@ func lastCap() (int, error) {
 }
 
 // setupView shows the sandbox its own limits where programs look for the
-// machine's size (spec.View): /proc/cpuinfo and /sys/devices/system/cpu/online
-// list only the sandbox's CPUs, the thread that execs the agent is pinned to
+// machine's size (spec.View): /proc/cpuinfo, /sys/devices/system/cpu/online
+// and /proc/stat list only the sandbox's CPUs, the thread that execs the agent is pinned to
 // them (every process of the sandbox inherits the affinity), and
 // /proc/meminfo says the workload's memory limit and use. The files live in
-// the scratch tmpfs and are bound read-only. The agent holds /proc/meminfo's
-// file open as spec.FDMeminfo, the only writable way to it, through which
-// the daemon keeps it current.
+// the scratch tmpfs and are bound read-only. The agent holds the files of
+// /proc/meminfo and /proc/stat open as spec.FDMeminfo and spec.FDStat, the
+// only writable way to them, through which the daemon keeps them current.
 func setupView(s *spec.Sandbox, root string) error {
 	v := s.View
 	if len(v.CPUs) > 0 {
@@ -659,6 +659,19 @@ func setupView(s *spec.Sandbox, root string) error {
 			return err
 		}
 		f.Close()
+		stat, err := os.ReadFile(inRoot(root, "/proc/stat"))
+		if err != nil {
+			return step("read /proc/stat", err)
+		}
+		f, err = viewFile(s, root, "stat", "/proc/stat", procview.Stat(stat, v.CPUs))
+		if err != nil {
+			return err
+		}
+		err = unix.Dup2(int(f.Fd()), spec.FDStat) // as FDMeminfo below
+		f.Close()
+		if err != nil {
+			return step("pass /proc/stat to the agent", err)
+		}
 		var set unix.CPUSet
 		for _, c := range v.CPUs {
 			set.Set(c)

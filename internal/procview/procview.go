@@ -243,3 +243,49 @@ func Rewrite(fd int, b []byte) error {
 	}
 	return nil
 }
+
+// Stat keeps, of the host's /proc/stat, the per-CPU lines of the CPUs in
+// cpus and makes the "cpu" line their sum; every other line (interrupts,
+// context switches, boot time, process counts) stays the host's. So tools
+// that count /proc/stat's CPU lines (Node's os.cpus()) see the sandbox's
+// CPUs, and top shows what those CPUs do (for every process on them, not
+// only the sandbox's).
+func Stat(host []byte, cpus []int) []byte {
+	var out, rest bytes.Buffer
+	var sum []uint64
+	for len(host) > 0 {
+		line := host
+		if i := bytes.IndexByte(host, '\n'); i >= 0 {
+			line, host = host[:i+1], host[i+1:]
+		} else {
+			host = nil
+		}
+		name, fields, _ := bytes.Cut(line, []byte{' '})
+		switch {
+		case string(name) == "cpu":
+			// Replaced by the sum, written first.
+		case bytes.HasPrefix(name, []byte("cpu")):
+			n, err := strconv.Atoi(string(name[3:]))
+			if err != nil || !slices.Contains(cpus, n) {
+				continue
+			}
+			for i, f := range bytes.Fields(fields) {
+				v, _ := strconv.ParseUint(string(f), 10, 64)
+				if i == len(sum) {
+					sum = append(sum, 0)
+				}
+				sum[i] += v
+			}
+			rest.Write(line)
+		default:
+			rest.Write(line)
+		}
+	}
+	out.WriteString("cpu ")
+	for _, v := range sum {
+		out.WriteString(" " + strconv.FormatUint(v, 10))
+	}
+	out.WriteByte('\n')
+	out.Write(rest.Bytes())
+	return out.Bytes()
+}

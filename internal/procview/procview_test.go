@@ -72,3 +72,17 @@ func TestRewrite(t *testing.T) {
 		}
 	}
 }
+
+func TestStat(t *testing.T) {
+	host := "cpu  10 20 30\ncpu0 1 2 3\ncpu1 4 5 6\ncpu2 5 13 21\nintr 99 1 2\nctxt 7\nbtime 5\n"
+	want := "cpu  9 18 27\ncpu1 4 5 6\ncpu2 5 13 21\nintr 99 1 2\nctxt 7\nbtime 5\n"
+	if got := string(Stat([]byte(host), []int{1, 2})); got != want {
+		t.Errorf("Stat for CPUs 1-2 =\n%s\nwant\n%s", got, want)
+	}
+	if real, err := os.ReadFile("/proc/stat"); err == nil {
+		got := string(Stat(real, []int{0}))
+		if strings.Count(got, "\ncpu") != 1 || !strings.HasPrefix(got, "cpu  ") || !strings.Contains(got, "\nbtime ") {
+			t.Errorf("this host's /proc/stat for CPU 0:\n%s", got)
+		}
+	}
+}

@@ -80,6 +80,13 @@ func (p *cpuPlacer) adopt(name string, pid int) {
 	p.holdLocked(name, cpus)
 }
 
+// of returns the CPUs sandbox name is pinned to, nil for all.
+func (p *cpuPlacer) of(name string) []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held[name]
+}
+
 // release forgets sandbox name's CPUs.
 func (p *cpuPlacer) release(name string) {
 	p.mu.Lock()

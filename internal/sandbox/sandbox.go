@@ -209,7 +209,7 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 		}
 	}
 	c.Release()
-	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: ids, cpus: newCPUPlacer(), views: viewer{views: map[string]*meminfoView{}}, hostNS: hostNS, unlock: unlock, removing: map[string]bool{}}, nil
+	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: ids, cpus: newCPUPlacer(), views: viewer{views: map[string]*sandboxView{}}, hostNS: hostNS, unlock: unlock, removing: map[string]bool{}}, nil
 }
 
 // Close waits for background removals and lets go of the sandbox program
@@ -412,8 +412,8 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	if err := sb.connect(ctx, agentproto.Hello{Defer: c.Deferred}); err != nil {
 		return nil, err
 	}
-	if c.Limits.MemoryBytes > 0 {
-		if err := r.views.watch(sb, uint64(c.Limits.MemoryBytes)); err != nil {
+	if v := sp.View; v.MemoryBytes > 0 || len(v.CPUs) > 0 {
+		if err := r.views.watch(sb, uint64(v.MemoryBytes), v.CPUs); err != nil {
 			return nil, err
 		}
 	}
@@ -1193,7 +1193,7 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 	// watch. One whose file cannot be kept current keeps running with its
 	// last view: an adoption is never refused for a view (the session's
 	// processes and files are what matter).
-	_ = r.views.watch(sb, 0)
+	_ = r.views.watch(sb, 0, r.cpus.of(name))
 	return sb, nil
 }
 

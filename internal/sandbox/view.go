@@ -14,70 +14,107 @@ import (
 	"github.com/warrenhq/warren/internal/spec"
 )
 
-// meminfoEvery is how often the daemon rewrites every sandbox's
-// /proc/meminfo (spec.View) from its workload's memory cgroup. A file cannot
-// know when it is read (only a FUSE filesystem can, and warren has none), so
-// the view is up to this old. One rewrite costs about 30 µs of the daemon's
-// CPU per sandbox (docs/BENCHMARKS.md); done by each agent on its own timer
-// it cost ten times that, in wakeups.
-const meminfoEvery = time.Second
+// viewEvery is how often the daemon rewrites every sandbox's /proc/meminfo
+// and /proc/stat (spec.View) from its workload's memory cgroup and the
+// host's /proc/stat. A file cannot know when it is read (only a FUSE
+// filesystem can, and warren has none), so the view is up to this old. One
+// rewrite of /proc/meminfo costs about 30 us of the daemon's CPU per sandbox
+// (docs/BENCHMARKS.md); done by each agent on its own timer it cost ten
+// times that, in wakeups.
+const viewEvery = time.Second
 
-// viewer keeps the /proc/meminfo of every sandbox with a memory limit
-// current, from one goroutine.
+// viewer keeps the views of every sandbox current, from one goroutine.
 type viewer struct {
 	mu    sync.Mutex
-	views map[string]*meminfoView
+	views map[string]*sandboxView
 	stop  chan struct{} // closed by close; nil while no loop runs
 }
 
-type meminfoView struct {
-	file  *os.File         // the sandbox's /proc/meminfo, open for writing
-	mem   *procview.Memory // the workload's memory cgroup
-	limit uint64
+// sandboxView is one sandbox's files; either may be nil.
+type sandboxView struct {
+	meminfo *os.File         // the sandbox's /proc/meminfo, open for writing
+	mem     *procview.Memory // the workload's memory cgroup
+	limit   uint64
+	stat    *os.File // the sandbox's /proc/stat, open for writing
+	cpus    []int
 }
 
-func (v *meminfoView) refresh() error {
-	b, err := v.mem.Meminfo(v.limit)
-	if err != nil {
-		return err
-	}
-	return procview.Rewrite(int(v.file.Fd()), b)
-}
-
-func (v *meminfoView) close() {
-	v.mem.Close()
-	v.file.Close()
-}
-
-// watch starts refreshing sb's /proc/meminfo; limit 0 reads the limit
-// from the file's MemTotal (an adopted sandbox). A sandbox without the view
-// is left alone.
-func (w *viewer) watch(sb *Sandbox, limit uint64) error {
-	f, err := openMeminfo(sb)
-	if f == nil || err != nil {
-		return err
-	}
-	if limit == 0 {
-		if limit, err = memTotal(f); err != nil {
-			f.Close()
+// refresh rewrites the sandbox's files; hostStat is the host's /proc/stat.
+func (v *sandboxView) refresh(hostStat []byte) error {
+	if v.meminfo != nil {
+		b, err := v.mem.Meminfo(v.limit)
+		if err != nil {
+			return err
+		}
+		if err := procview.Rewrite(int(v.meminfo.Fd()), b); err != nil {
 			return err
 		}
 	}
-	dir, err := sb.cg.OpenMemoryDir()
-	if err != nil {
-		f.Close()
+	if v.stat != nil && hostStat != nil {
+		return procview.Rewrite(int(v.stat.Fd()), procview.Stat(hostStat, v.cpus))
+	}
+	return nil
+}
+
+func (v *sandboxView) close() {
+	if v.meminfo != nil {
+		v.mem.Close()
+		v.meminfo.Close()
+	}
+	if v.stat != nil {
+		v.stat.Close()
+	}
+}
+
+// watch starts keeping sb's view current: /proc/meminfo for a workload
+// limited to limit bytes (0: read from the file's MemTotal, for an adopted
+// sandbox) and /proc/stat for the CPUs cpus. A sandbox without the files
+// (from before the view, or without limits) is left alone.
+func (w *viewer) watch(sb *Sandbox, limit uint64, cpus []int) (err error) {
+	v := &sandboxView{cpus: cpus}
+	defer func() {
+		if err != nil {
+			v.close()
+		}
+	}()
+	if v.meminfo, err = openView(sb, spec.FDMeminfo); err != nil {
 		return err
 	}
-	mem, err := procview.OpenMemory(int(dir.Fd()), sb.rt.cgroups.Version())
-	dir.Close() // mem keeps the two files it reads
-	if err != nil {
-		f.Close()
-		return err
+	if v.meminfo != nil {
+		if limit == 0 {
+			if limit, err = memTotal(v.meminfo); err != nil {
+				return err
+			}
+		}
+		v.limit = limit
+		dir, err := sb.cg.OpenMemoryDir()
+		if err != nil {
+			return err
+		}
+		v.mem, err = procview.OpenMemory(int(dir.Fd()), sb.rt.cgroups.Version())
+		dir.Close() // mem keeps the two files it reads
+		if err != nil {
+			v.meminfo.Close()
+			v.meminfo = nil
+			return err
+		}
 	}
-	v := &meminfoView{file: f, mem: mem, limit: limit}
+	if len(cpus) > 0 {
+		if v.stat, err = openView(sb, spec.FDStat); err != nil {
+			return err
+		}
+	}
+	if v.meminfo == nil && v.stat == nil {
+		return nil
+	}
 	// At once: init wrote the limit with no use.
-	if err := v.refresh(); err != nil {
-		v.close()
+	var host []byte
+	if v.stat != nil {
+		if host, err = os.ReadFile("/proc/stat"); err != nil {
+			return err
+		}
+	}
+	if err := v.refresh(host); err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -118,7 +155,7 @@ func (w *viewer) close() {
 }
 
 func (w *viewer) loop(stop chan struct{}) {
-	t := time.NewTicker(meminfoEvery)
+	t := time.NewTicker(viewEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -127,8 +164,17 @@ func (w *viewer) loop(stop chan struct{}) {
 		case <-t.C:
 		}
 		w.mu.Lock()
+		// The host's /proc/stat once for every sandbox with CPUs of its
+		// own (nil without: their files keep their last content).
+		var host []byte
+		for _, v := range w.views {
+			if v.stat != nil {
+				host, _ = os.ReadFile("/proc/stat")
+				break
+			}
+		}
 		for name, v := range w.views {
-			if err := v.refresh(); err != nil {
+			if err := v.refresh(host); err != nil {
 				// Its cgroup or PID 1 is gone: the sandbox is on its way
 				// out, and its destroy forgets it too.
 				v.close()
@@ -139,18 +185,18 @@ func (w *viewer) loop(stop chan struct{}) {
 	}
 }
 
-// openMeminfo opens, for writing, the file bound over sb's /proc/meminfo,
-// through the agent's descriptor spec.FDMeminfo. It returns nil, nil for a
-// sandbox without one. The file must be what init made: a regular file on
-// the sandbox's scratch tmpfs owned by the sandbox's root.
-func openMeminfo(sb *Sandbox) (*os.File, error) {
-	p := "/proc/" + strconv.Itoa(sb.pid) + "/fd/" + strconv.Itoa(spec.FDMeminfo)
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
+// openView opens, for writing, the file the agent holds as fd (one bound
+// over a /proc file of the sandbox), through /proc/<pid>/fd. It returns nil,
+// nil for a sandbox without one. The file must be what init made: a regular
+// file on the sandbox's scratch tmpfs owned by the sandbox's root.
+func openView(sb *Sandbox, fd int) (*os.File, error) {
+	p := "/proc/" + strconv.Itoa(sb.pid) + "/fd/" + strconv.Itoa(fd)
+	f, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err == unix.ENOENT {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open the sandbox's /proc/meminfo: %w", err)
+		return nil, fmt.Errorf("open the sandbox's view (%s): %w", p, err)
 	}
 	var st unix.Stat_t
 	var fs unix.Statfs_t
@@ -158,11 +204,11 @@ func openMeminfo(sb *Sandbox) (*os.File, error) {
 	if sb.rt.opts.UserNS {
 		owner = sb.ids.HostID
 	}
-	if unix.Fstat(fd, &st) != nil || unix.Fstatfs(fd, &fs) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || fs.Type != unix.TMPFS_MAGIC || st.Uid != owner {
-		unix.Close(fd)
-		return nil, fmt.Errorf("the sandbox's /proc/meminfo is not the file its init made")
+	if unix.Fstat(f, &st) != nil || unix.Fstatfs(f, &fs) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || fs.Type != unix.TMPFS_MAGIC || st.Uid != owner {
+		unix.Close(f)
+		return nil, fmt.Errorf("the sandbox's view (%s) is not the file its init made", p)
 	}
-	return os.NewFile(uintptr(fd), "meminfo"), nil
+	return os.NewFile(uintptr(f), "view"), nil
 }
 
 // memTotal reads MemTotal from a rendered /proc/meminfo.

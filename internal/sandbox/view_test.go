@@ -55,9 +55,29 @@ func TestSessionSeesItsOwnLimits(t *testing.T) {
 	if m := regexp.MustCompile(`^(\d+)\nCpus_allowed_list:\s+(\d+)\n$`).FindStringSubmatch(string(res.Stdout)); m == nil || m[1] != m[2] {
 		t.Errorf("online CPUs and the affinity: %q, want the same one CPU", res.Stdout)
 	}
+	// /proc/stat lists that one CPU (Node's os.cpus() counts its lines),
+	// and the daemon keeps its times current.
+	res = sh(t, sb, "grep '^cpu' /proc/stat | cut -d' ' -f1; grep Cpus_allowed_list /proc/self/status | cut -f2")
+	if lines := strings.Fields(string(res.Stdout)); len(lines) != 3 || lines[0] != "cpu" || lines[1] != "cpu"+lines[2] {
+		t.Errorf("/proc/stat's CPU lines and the affinity: %q, want cpu, cpuN and N", res.Stdout)
+	}
+	busy := func() int64 {
+		f := strings.Fields(string(sh(t, sb, "head -1 /proc/stat").Stdout))
+		var sum int64
+		for _, v := range f[1:] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			sum += n
+		}
+		return sum
+	}
+	t0 := busy()
+	time.Sleep(2500 * time.Millisecond)
+	if t1 := busy(); t1 <= t0 {
+		t.Errorf("/proc/stat's cpu line did not move in 2.5 s: %d then %d", t0, t1)
+	}
 	// The view is read-only, even to the session's root.
-	res = sh(t, sb, "echo 'MemTotal: 1 kB' > /proc/meminfo || echo refused")
-	if !strings.Contains(string(res.Stdout), "refused") {
+	res = sh(t, sb, "echo 'MemTotal: 1 kB' > /proc/meminfo || echo refused; echo 'cpu 1' > /proc/stat || echo refused")
+	if strings.Count(string(res.Stdout), "refused") != 2 {
 		t.Errorf("writing /proc/meminfo from inside: %q %q, want it refused", res.Stdout, res.Stderr)
 	}
 

@@ -70,6 +70,8 @@ const (
 	// open, and the daemon opens it anew through /proc/<pid>/fd to keep it
 	// current (see View). No path inside the sandbox leads to it writable.
 	FDMeminfo = 101
+	// FDStat is the same for /proc/stat, when the sandbox has its own CPUs.
+	FDStat = 102
 )
 
 // Status messages init writes to FDStatus; the daemon reads them. They live
@@ -148,9 +150,10 @@ type View struct {
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	// CPUs are the host CPUs the sandbox's processes run on (its CPU
 	// affinity, what nproc, os.process_cpu_count() and the JVM count), and
-	// the only ones /proc/cpuinfo and /sys/devices/system/cpu/online list
-	// (what sysconf(_SC_NPROCESSORS_ONLN) and os.cpu_count() count). Empty
-	// leaves all of them.
+	// the only ones /proc/cpuinfo, /sys/devices/system/cpu/online and
+	// /proc/stat list (what sysconf(_SC_NPROCESSORS_ONLN), os.cpu_count()
+	// and Node's os.cpus() count; the daemon keeps /proc/stat current).
+	// Empty leaves all of them.
 	CPUs []int `json:"cpus,omitempty"`
 }
 
