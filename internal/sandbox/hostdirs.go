@@ -74,6 +74,27 @@ func hostDirsUserNS(exe string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), "hostdirs-userns"), nil
 }
 
+// giveLocalDirs runs localDirs for each of c's overlays in the background,
+// into their writable layers under layer (with a user namespace only:
+// without one, host directories are bound read-only for an unprivileged
+// host user). The returned function waits for it.
+func (r *Runtime) giveLocalDirs(c *Config, layer string, ids spec.IDRange) func() error {
+	if !r.opts.UserNS || len(c.Overlays) == 0 {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i, o := range c.Overlays {
+			if err := localDirs(o.Source, overlayDir(layer, i)+"/upper", ids); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return sync.OnceValue(func() error { return <-done })
+}
+
 // localDirs gives a session's writable layer of the host directory src the
 // directories its root may add files to: the host's src/local, the
 // directories below it and those below src/local/lib, with their modes,

@@ -387,6 +387,9 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	// While init starts: it needs them only once it has its layers.
+	given := r.giveLocalDirs(c, layer, ids)
+	cu.Add(func() { given() })
 	cu.Add(func() { r.cpus.release(c.Name) })
 	sp, err := r.buildSpec(c, ids, dir, layer)
 	if err != nil {
@@ -399,7 +402,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, status, err := r.spawnInit(sp, dir, ids, cg, &cu)
+	sb, status, err := r.spawnInit(sp, dir, ids, cg, &cu, given)
 	if err != nil {
 		return nil, err
 	}
@@ -487,11 +490,6 @@ func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup.Cleanup) (di
 		}
 		for _, d := range []string{od + "/upper", od + "/work"} {
 			if err := mkdir(d, true); err != nil {
-				return "", "", err
-			}
-		}
-		if r.opts.UserNS {
-			if err := localDirs(c.Overlays[i].Source, od+"/upper", ids); err != nil {
 				return "", "", err
 			}
 		}
@@ -594,7 +592,7 @@ func (r *Runtime) makeCgroup(c *Config, ids spec.IDRange, cu *cleanup.Cleanup) (
 // the descriptors spec documents, watches it, and sends it its layers. It
 // returns the read end of init's status pipe; the parent's copies of
 // everything else the child got are closed when it returns.
-func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *cgroup.Session, cu *cleanup.Cleanup) (_ *Sandbox, status *os.File, err error) {
+func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *cgroup.Session, cu *cleanup.Cleanup, given func() error) (_ *Sandbox, status *os.File, err error) {
 	cgFiles, err := cg.Open()
 	if err != nil {
 		return nil, nil, err
@@ -670,6 +668,9 @@ func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *
 			if m.Kind == "overlay" {
 				hostDirs[len(sp.Root.Lower)+i] = true
 			}
+		}
+		if err := given(); err != nil {
+			return nil, nil, err
 		}
 		if err := sendLayers(pid, mountsW, sources, readOnly, hostDirs, r.hostNS); err != nil {
 			return nil, nil, err
