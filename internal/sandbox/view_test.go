@@ -46,7 +46,9 @@ func TestSessionSeesItsOwnLimits(t *testing.T) {
 		t.Errorf("free -m total = %q (stderr %q), want 512", got, res.Stderr)
 	}
 	mustOut(t, sb, "nproc", "1\n")
-	mustOut(t, sb, "getconf _NPROCESSORS_ONLN", "1\n")
+	if sh(t, sb, "command -v getconf").ExitCode == 0 { // not in busybox (test/vm's guest)
+		mustOut(t, sb, "getconf _NPROCESSORS_ONLN", "1\n")
+	}
 	mustOut(t, sb, "grep -c ^processor /proc/cpuinfo", "1\n")
 	if sh(t, sb, "command -v python3").ExitCode == 0 {
 		mustOut(t, sb, "python3 -c 'import os; print(os.cpu_count(), len(os.sched_getaffinity(0)))'", "1 1\n")
