@@ -77,6 +77,10 @@ func run() error {
 		for fd := spec.FDSpec; fd <= s.LastFD(); fd++ {
 			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
 		}
+		// Kept open: the daemon rewrites the sandbox's /proc/meminfo and
+		// /proc/stat through them (see spec.FDMeminfo).
+		unix.FcntlInt(spec.FDMeminfo, unix.F_SETFD, unix.FD_CLOEXEC)
+		unix.FcntlInt(spec.FDStat, unix.F_SETFD, unix.FD_CLOEXEC)
 	}
 	ignoreSignals()
 	if err := catchFatalDefaults(); err != nil {

@@ -698,6 +698,18 @@ func (s *Session) Open() (*Files, error) {
 	return f, nil
 }
 
+// OpenMemoryDir opens the directory of the workload's memory cgroup, where
+// a sandbox's agent reads the workload's memory use to show it in the
+// sandbox's /proc/meminfo. The caller closes it.
+func (s *Session) OpenMemoryDir() (*os.File, error) {
+	d := s.h.controllerDir("memory", filepath.Join(s.name, "workload"))
+	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", d, err)
+	}
+	return os.NewFile(uintptr(fd), d), nil
+}
+
 // Stats reads the workload's resource use.
 func (s *Session) Stats() (Stats, error) {
 	var st Stats

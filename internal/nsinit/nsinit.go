@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/internal/procview"
 	"github.com/warrenhq/warren/internal/seccomp"
 	"github.com/warrenhq/warren/internal/spec"
 )
@@ -115,6 +116,9 @@ func run(status *os.File) error {
 	// started". Everything else the agent needs is inherited.
 	if _, err := unix.FcntlInt(uintptr(spec.FDStatus), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
 		return step("mark status pipe close-on-exec", err)
+	}
+	if err := spec.CapRlimits(); err != nil {
+		return step("cap queued signals and message queues", err)
 	}
 	if err := dropPrivileges(s.Caps); err != nil {
 		return step("drop privileges", err)
@@ -365,6 +369,9 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 	if err := bindDir(scratch(s, "run"), root, "/run", false, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 		return err
 	}
+	if err := setupView(s, root); err != nil {
+		return err
+	}
 	if err := os.Mkdir(filepath.Join(root, "run/warren"), 0o700); err != nil {
 		return step("create /run/warren", err)
 	}
@@ -379,6 +386,9 @@ func setupRoot(s *spec.Sandbox, layers []string, ld *loader) error {
 		// namespaces, and with them much more of the kernel to attack.
 		if err := os.WriteFile(filepath.Join(root, "proc/sys/user/max_user_namespaces"), []byte("0"), 0); err != nil {
 			return step("forbid nested user namespaces", err)
+		}
+		if err := userLimits(root); err != nil {
+			return err
 		}
 	}
 	if err := maskPaths(root, scratch(s, "empty"), s.MaskedPaths, s.ReadOnlyPaths); err != nil {
@@ -623,4 +633,109 @@ func lastCap() (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// setupView shows the sandbox its own limits where programs look for the
+// machine's size (spec.View): /proc/cpuinfo, /sys/devices/system/cpu/online
+// and /proc/stat list only the sandbox's CPUs, the thread that execs the agent is pinned to
+// them (every process of the sandbox inherits the affinity), and
+// /proc/meminfo says the workload's memory limit and use. The files live in
+// the scratch tmpfs and are bound read-only. The agent holds the files of
+// /proc/meminfo and /proc/stat open as spec.FDMeminfo and spec.FDStat, the
+// only writable way to them, through which the daemon keeps them current.
+func setupView(s *spec.Sandbox, root string) error {
+	v := s.View
+	if len(v.CPUs) > 0 {
+		host, err := os.ReadFile(inRoot(root, "/proc/cpuinfo"))
+		if err != nil {
+			return step("read /proc/cpuinfo", err)
+		}
+		f, err := viewFile(s, root, "cpuinfo", "/proc/cpuinfo", procview.CPUInfo(host, v.CPUs))
+		if err != nil {
+			return err
+		}
+		f.Close()
+		f, err = viewFile(s, root, "online", "/sys/devices/system/cpu/online", []byte(procview.CPUList(v.CPUs)))
+		if err != nil {
+			return err
+		}
+		f.Close()
+		stat, err := os.ReadFile(inRoot(root, "/proc/stat"))
+		if err != nil {
+			return step("read /proc/stat", err)
+		}
+		f, err = viewFile(s, root, "stat", "/proc/stat", procview.Stat(stat, v.CPUs))
+		if err != nil {
+			return err
+		}
+		err = unix.Dup2(int(f.Fd()), spec.FDStat) // as FDMeminfo below
+		f.Close()
+		if err != nil {
+			return step("pass /proc/stat to the agent", err)
+		}
+		var set unix.CPUSet
+		for _, c := range v.CPUs {
+			set.Set(c)
+		}
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return step("pin to CPUs "+strings.TrimSpace(procview.CPUList(v.CPUs)), err)
+		}
+	}
+	if v.MemoryBytes > 0 {
+		// Nothing runs yet, and on cgroup v2 the workload's memory files
+		// may not exist before the daemon enabled the controller: the
+		// daemon writes the first real figures when the agent is up.
+		b := procview.Meminfo(uint64(v.MemoryBytes), 0, procview.MemStat{})
+		f, err := viewFile(s, root, "meminfo", "/proc/meminfo", b)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		// Dup2 clears close-on-exec: the agent inherits it.
+		if err := unix.Dup2(int(f.Fd()), spec.FDMeminfo); err != nil {
+			return step("pass /proc/meminfo to the agent", err)
+		}
+	}
+	return nil
+}
+
+// viewFile writes b to the scratch file name and binds it read-only over
+// target in root. It returns the file, open for writing.
+func viewFile(s *spec.Sandbox, root, name, target string, b []byte) (*os.File, error) {
+	f, err := os.OpenFile(scratch(s, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return nil, step("create "+target, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, step("write "+target, err)
+	}
+	if err := bind(f.Name(), inRoot(root, target), true, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+		f.Close()
+		return nil, step("mount "+target, err)
+	}
+	return f, nil
+}
+
+// userLimits gives each user of the sandbox's namespace the host's per-user
+// inotify limits. The kernel charges a user's inotify instances and watches
+// at every level of user namespaces up to the host: the sandbox's users
+// against these per-namespace limits (unlimited in a new namespace), and
+// all of them together, as the namespace's owner (the session's own host
+// uid), against the host's per-user ones. So the session as a whole gets
+// what one host user gets, and no user inside more.
+func userLimits(root string) error {
+	for _, l := range [][2]string{
+		{"proc/sys/fs/inotify/max_user_instances", "proc/sys/user/max_inotify_instances"},
+		{"proc/sys/fs/inotify/max_user_watches", "proc/sys/user/max_inotify_watches"},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, l[0]))
+		if err != nil {
+			return step("read /"+l[0], err)
+		}
+		if err := os.WriteFile(filepath.Join(root, l[1]), b, 0); err != nil {
+			return step("set /"+l[1], err)
+		}
+	}
+	return nil
 }

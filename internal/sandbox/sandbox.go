@@ -43,11 +43,15 @@ var DefaultCaps = []int{
 }
 
 // DefaultMaskedPaths are hidden inside every sandbox (Docker's list): kernel
-// memory, keys, timers and hardware details of the host.
+// memory, keys, timers and hardware details of the host. Also the host's
+// virtual block devices: a loop device's loop/backing_file names the file
+// behind it on the host, which for warren's layer and workspace images is a
+// path in the data directory (every session's, and other daemons').
 var DefaultMaskedPaths = []string{
 	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
 	"/proc/latency_stats", "/proc/sched_debug", "/proc/scsi", "/proc/timer_list",
 	"/proc/timer_stats", "/sys/devices/virtual/powercap", "/sys/firmware",
+	"/sys/devices/virtual/block",
 }
 
 // DefaultReadOnlyPaths are read-only inside every sandbox.
@@ -99,7 +103,12 @@ type Runtime struct {
 	rmu      sync.Mutex
 	removing map[string]bool // names being removed in the background
 	ids      *idAllocator
-	unlock   func() // lets go of the cgroup parent
+	cpus     *cpuPlacer
+	views    viewer
+	// hostNS idmaps host directories (see hostdirs.go); nil without user
+	// namespaces.
+	hostNS *os.File
+	unlock func() // lets go of the cgroup parent
 }
 
 // NewRuntime returns a runtime that keeps per-sandbox state under dir and
@@ -184,14 +193,33 @@ func NewRuntime(dir string, h *cgroup.Hierarchy, o Options) (*Runtime, error) {
 			return nil, fmt.Errorf("open the sandbox program: %w", err)
 		}
 	}
+	// Every sandbox's user namespace takes its RLIMIT_MSGQUEUE and
+	// RLIMIT_SIGPENDING maxima from this process at the clone: capped, they
+	// bound each session's message queues and queued signals as a whole.
+	if err := spec.CapRlimits(); err != nil {
+		prog.Close()
+		return nil, fmt.Errorf("cap the limits sandboxes inherit: %w", err)
+	}
+	var hostNS *os.File
+	if o.UserNS {
+		var err error
+		if hostNS, err = hostDirsUserNS(exe); err != nil {
+			prog.Close()
+			return nil, err
+		}
+	}
 	c.Release()
-	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: ids, unlock: unlock, removing: map[string]bool{}}, nil
+	return &Runtime{dir: dir, cgroups: h, exe: exe, prog: prog, opts: o, ids: ids, cpus: newCPUPlacer(), views: viewer{views: map[string]*sandboxView{}}, hostNS: hostNS, unlock: unlock, removing: map[string]bool{}}, nil
 }
 
 // Close waits for background removals and lets go of the sandbox program
 // and the cgroup parent; running sandboxes keep theirs.
 func (r *Runtime) Close() error {
 	r.Wait()
+	r.views.close()
+	if r.hostNS != nil {
+		r.hostNS.Close()
+	}
 	r.unlock()
 	return r.prog.Close()
 }
@@ -278,11 +306,13 @@ type Bind struct {
 	ReadOnly       bool
 }
 
-// sendLayers makes an idmapped mount of each host directory, mapping the
-// host's ids onto the sandbox's user namespace (host root shows as the
-// sandbox's root), and sends them to the sandbox's init. Only the host's root
-// may idmap the host's filesystems, so the daemon does it.
-func sendLayers(pid int, sock *os.File, sources []string, readOnly map[int]bool) error {
+// sendLayers makes an idmapped mount of each layer, mapping the canonical
+// ids of images, snapshots and workspaces onto the sandbox's user namespace
+// (their root shows as the sandbox's root), and those listed in hostDirs,
+// the host's own files, through hostNS, which maps none of their ids into
+// the sandbox (see hostdirs.go). It sends them to the sandbox's init. Only
+// the host's root may idmap the host's filesystems, so the daemon does it.
+func sendLayers(pid int, sock *os.File, sources []string, readOnly, hostDirs map[int]bool, hostNS *os.File) error {
 	userns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open the sandbox's user namespace: %w", err)
@@ -301,6 +331,9 @@ func sendLayers(pid int, sock *os.File, sources []string, readOnly map[int]bool)
 		}
 		fds = append(fds, fd)
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID, Userns_fd: uint64(userns)}
+		if hostDirs[i] {
+			attr.Userns_fd = uint64(hostNS.Fd())
+		}
 		if readOnly[i] {
 			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 		}
@@ -354,6 +387,10 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	// While init starts: it needs them only once it has its layers.
+	given := r.giveLocalDirs(c, layer, ids)
+	cu.Add(func() { given() })
+	cu.Add(func() { r.cpus.release(c.Name) })
 	sp, err := r.buildSpec(c, ids, dir, layer)
 	if err != nil {
 		return nil, err
@@ -365,7 +402,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, status, err := r.spawnInit(sp, dir, ids, cg, &cu)
+	sb, status, err := r.spawnInit(sp, dir, ids, cg, &cu, given)
 	if err != nil {
 		return nil, err
 	}
@@ -377,6 +414,11 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	// costs a hello, not the agent's start.
 	if err := sb.connect(ctx, agentproto.Hello{Defer: c.Deferred}); err != nil {
 		return nil, err
+	}
+	if v := sp.View; v.MemoryBytes > 0 || len(v.CPUs) > 0 {
+		if err := r.views.watch(sb, uint64(v.MemoryBytes), v.CPUs); err != nil {
+			return nil, err
+		}
 	}
 	cu.Release()
 	return sb, nil
@@ -504,6 +546,7 @@ func (r *Runtime) buildSpec(c *Config, ids spec.IDRange, dir, layer string) (*sp
 		ReadOnlyPaths:      r.opts.ReadOnlyPaths,
 		Seccomp:            r.opts.Seccomp,
 		User:               c.User,
+		View:               spec.View{MemoryBytes: c.Limits.MemoryBytes, CPUs: r.cpus.place(c.Name, c.Limits.CPUs)},
 	}
 	if r.opts.UserNS {
 		sp.UserNS = &ids
@@ -549,7 +592,7 @@ func (r *Runtime) makeCgroup(c *Config, ids spec.IDRange, cu *cleanup.Cleanup) (
 // the descriptors spec documents, watches it, and sends it its layers. It
 // returns the read end of init's status pipe; the parent's copies of
 // everything else the child got are closed when it returns.
-func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *cgroup.Session, cu *cleanup.Cleanup) (_ *Sandbox, status *os.File, err error) {
+func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *cgroup.Session, cu *cleanup.Cleanup, given func() error) (_ *Sandbox, status *os.File, err error) {
 	cgFiles, err := cg.Open()
 	if err != nil {
 		return nil, nil, err
@@ -615,13 +658,21 @@ func (r *Runtime) spawnInit(sp *spec.Sandbox, dir string, ids spec.IDRange, cg *
 	}
 	cu.Add(sb.kill)
 	if r.opts.UserNS {
-		sources, readOnly := sp.Layers(), map[int]bool{}
+		sources, readOnly, hostDirs := sp.Layers(), map[int]bool{}, map[int]bool{}
 		for i, m := range sp.Mounts {
 			if m.ReadOnly {
 				readOnly[len(sp.Root.Lower)+i] = true
 			}
+			// An overlay's source is a host directory (Config.Overlays);
+			// a bind's is a workspace, with canonical ids.
+			if m.Kind == "overlay" {
+				hostDirs[len(sp.Root.Lower)+i] = true
+			}
 		}
-		if err := sendLayers(pid, mountsW, sources, readOnly); err != nil {
+		if err := given(); err != nil {
+			return nil, nil, err
+		}
+		if err := sendLayers(pid, mountsW, sources, readOnly, hostDirs, r.hostNS); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -1020,6 +1071,7 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 		sb.exitErr = errors.New("sandbox was deleted")
 	}
 	sb.mu.Unlock()
+	sb.rt.views.forget(sb.name)
 	sb.kill()
 	var errs []error
 	select {
@@ -1066,6 +1118,7 @@ func (sb *Sandbox) removeFiles() []error {
 	if err := os.RemoveAll(sb.dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox directory: %w", err))
 	}
+	sb.rt.cpus.release(sb.name)
 	if len(errs) == 0 {
 		// Its ids may go to another sandbox only once nothing of it is
 		// left that they could reach.
@@ -1137,6 +1190,12 @@ func (r *Runtime) Adopt(ctx context.Context, name string, pid int) (sb *Sandbox,
 		r.ids.put(name, ids)
 		return nil, err
 	}
+	r.cpus.adopt(name, pid)
+	// A sandbox from before the view has no meminfo to keep: nothing to
+	// watch. One whose file cannot be kept current keeps running with its
+	// last view: an adoption is never refused for a view (the session's
+	// processes and files are what matter).
+	_ = r.views.watch(sb, 0, r.cpus.of(name))
 	return sb, nil
 }
 
@@ -1235,6 +1294,7 @@ func (sb *Sandbox) Detach() {
 		sb.exitErr = errors.New("sandbox was detached from this daemon")
 	}
 	sb.mu.Unlock()
+	sb.rt.views.forget(sb.name)
 	if sb.conn != nil {
 		sb.conn.Close()
 	}
@@ -1263,6 +1323,8 @@ func (r *Runtime) Remove(name string) error {
 			errs = append(errs, err)
 		}
 	}
+	r.cpus.release(name)
+	r.views.forget(name)
 	// Its id block goes back with its state, as removeFiles does.
 	var ids spec.IDRange
 	b, rerr := os.ReadFile(filepath.Join(r.dir, name, idsFile))

@@ -12,6 +12,46 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Caps on two per-user resources of a sandbox (RLIMIT_MSGQUEUE,
+// RLIMIT_SIGPENDING). The kernel counts both per user at every level of
+// user namespaces: a process's own limit bounds its user's count inside the
+// sandbox, and the limit its namespace's creator had when it cloned it
+// bounds the whole sandbox, as its owner, on the host. Both are set to these
+// caps, so neither depends on the limits the daemon happened to start with
+// (`ulimit -q unlimited` would otherwise reach every session).
+const (
+	// MsgQueueBytes is the kernel's default: ten queues of the default
+	// size (10 messages of 8 KiB).
+	MsgQueueBytes = 819200
+	// SigPending queued signals of 80-odd bytes each: well under 1 MiB.
+	SigPending = 8192
+)
+
+// CapRlimits lowers this process's RLIMIT_MSGQUEUE and RLIMIT_SIGPENDING,
+// soft and hard, to MsgQueueBytes and SigPending where they are higher.
+// Sandbox init calls it before it execs the agent (every sandboxed process
+// inherits them); the daemon calls it before it clones sandboxes, whose
+// namespaces take their per-namespace maxima from it.
+func CapRlimits() error {
+	for _, l := range []struct {
+		res int
+		max uint64
+	}{{unix.RLIMIT_MSGQUEUE, MsgQueueBytes}, {unix.RLIMIT_SIGPENDING, SigPending}} {
+		var r unix.Rlimit
+		if err := unix.Getrlimit(l.res, &r); err != nil {
+			return err
+		}
+		if r.Cur <= l.max && r.Max <= l.max {
+			continue
+		}
+		r.Cur, r.Max = min(r.Cur, l.max), min(r.Max, l.max)
+		if err := unix.Setrlimit(l.res, &r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Version of the blob; init and agent refuse another.
 const Version = 1
 
@@ -25,6 +65,13 @@ const (
 	// FDExe is the warren binary, open for a dynamically linked agent that
 	// starts through the ELF interpreter; the agent closes it first thing.
 	FDExe = 100
+	// FDMeminfo is the file bound read-only over the sandbox's
+	// /proc/meminfo, open for writing: init creates it, the agent keeps it
+	// open, and the daemon opens it anew through /proc/<pid>/fd to keep it
+	// current (see View). No path inside the sandbox leads to it writable.
+	FDMeminfo = 101
+	// FDStat is the same for /proc/stat, when the sandbox has its own CPUs.
+	FDStat = 102
 )
 
 // Status messages init writes to FDStatus; the daemon reads them. They live
@@ -88,6 +135,26 @@ type Sandbox struct {
 	// User is who sandboxed processes run as: "" or "root", a name from the
 	// image's /etc/passwd, "uid" or "uid:gid". Resolved inside the sandbox.
 	User string `json:"user,omitempty"`
+
+	// View is what the sandbox's /proc and /sys say about its memory and
+	// CPUs: its own limits, not the host's.
+	View View `json:"view"`
+}
+
+// View is the sandbox's view of its limits, in the manner of LXCFS.
+type View struct {
+	// MemoryBytes is the workload's memory limit: /proc/meminfo shows it
+	// as MemTotal and the workload's use below it (init writes it with no
+	// use, the daemon keeps it current from the workload's memory cgroup).
+	// 0 leaves the host's /proc/meminfo.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// CPUs are the host CPUs the sandbox's processes run on (its CPU
+	// affinity, what nproc, os.process_cpu_count() and the JVM count), and
+	// the only ones /proc/cpuinfo, /sys/devices/system/cpu/online and
+	// /proc/stat list (what sysconf(_SC_NPROCESSORS_ONLN), os.cpu_count()
+	// and Node's os.cpus() count; the daemon keeps /proc/stat current).
+	// Empty leaves all of them.
+	CPUs []int `json:"cpus,omitempty"`
 }
 
 // IDRange is a block of host ids: sandbox id 0 is HostID on the host.
