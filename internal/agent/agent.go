@@ -79,8 +79,8 @@ func run() error {
 		}
 		// Kept open: the daemon rewrites the sandbox's /proc/meminfo and
 		// /proc/stat through them (see spec.FDMeminfo).
-		unix.FcntlInt(spec.FDMeminfo, unix.F_SETFD, unix.FD_CLOEXEC)
-		unix.FcntlInt(spec.FDStat, unix.F_SETFD, unix.FD_CLOEXEC)
+		_, _ = unix.FcntlInt(spec.FDMeminfo, unix.F_SETFD, unix.FD_CLOEXEC)
+		_, _ = unix.FcntlInt(spec.FDStat, unix.F_SETFD, unix.FD_CLOEXEC)
 	}
 	ignoreSignals()
 	if err := catchFatalDefaults(); err != nil {

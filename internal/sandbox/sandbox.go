@@ -389,7 +389,7 @@ func (r *Runtime) Start(ctx context.Context, c *Config) (*Sandbox, error) {
 	}
 	// While init starts: it needs them only once it has its layers.
 	given := r.giveLocalDirs(c, layer, ids)
-	cu.Add(func() { given() })
+	cu.Add(func() { _ = given() }) // a failed start waits for the copy; its error is moot then
 	cu.Add(func() { r.cpus.release(c.Name) })
 	sp, err := r.buildSpec(c, ids, dir, layer)
 	if err != nil {
