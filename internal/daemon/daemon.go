@@ -74,6 +74,9 @@ type Daemon struct {
 
 	// workspaces holds the workspaces' directories (layers.go).
 	workspaces *workspace.Store
+	// fleet is the daemon's part in a fleet, nil for a single node
+	// (fleet.go).
+	fleet *fleetNode
 }
 
 // New prepares a daemon: it takes the data directory, opens the store and
@@ -107,6 +110,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Daemon, err
 		return nil, err
 	}
 	if err := d.startRuntime(); err != nil {
+		return nil, err
+	}
+	if err := d.startFleet(ctx); err != nil {
 		return nil, err
 	}
 	if err := d.startManager(ctx); err != nil {
@@ -221,13 +227,17 @@ func (d *Daemon) startManager(ctx context.Context) error {
 	}
 	// The metrics hear of Recover's actions, so they come first.
 	d.metrics = metrics.New(prometheus.NewRegistry())
-	d.manager = session.NewManager(d.cfg.Session, session.Deps{Store: d.store, Runtime: sandbox.ForSessions(d.rt), Images: d.images,
+	d.manager = session.NewManager(d.cfg.Session, session.Deps{Store: d.sessionStore(), Runtime: sandbox.ForSessions(d.rt), Images: d.images,
 		Tenants: d.tenants, Observer: d.metrics, Layers: layers, Log: d.log, Network: net})
 	if err := d.metrics.WatchSessions(d.manager); err != nil {
 		return err
 	}
 	d.ready = &readiness{store: d.store, cgroups: d.cgroups, manager: d.manager, stopping: &d.stopping}
-	return d.manager.Recover(ctx)
+	if err := d.manager.Recover(ctx); err != nil {
+		return err
+	}
+	d.fleetRecovered()
+	return nil
 }
 
 // openEdge sets up what every transport passes through: authentication
@@ -389,6 +399,7 @@ func (d *Daemon) release() {
 		d.audit.Close()
 		d.audit = nil
 	}
+	d.closeFleet()
 	if d.store != nil {
 		d.store.Close()
 		d.store = nil

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -61,6 +62,11 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// reconciled is set once Reconcile compared the node's sessions with
+	// the registry; creates wait for it, so that a session created during
+	// the comparison is not mistaken for one the fleet gave away.
+	reconciled atomic.Bool
 
 	mu sync.Mutex
 	// orphans are records whose local session is gone but whose removal
@@ -176,6 +182,9 @@ type store struct {
 
 func (s *store) CreateSession(ctx context.Context, rec *session.Session) error {
 	n := s.n
+	if !n.reconciled.Load() {
+		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node has not yet compared its sessions with the fleet's registry; it takes new sessions once it has")
+	}
 	if !n.member.Registered() {
 		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node is not registered in the fleet (its registry is unreachable); it takes no new sessions until it is")
 	}
@@ -256,7 +265,11 @@ func (n *Node) Pending() int {
 func (n *Node) Reconcile(ctx context.Context, local session.Store, kill func(ctx context.Context, tenant, id string) error) error {
 	for {
 		err := n.reconcile(ctx, local, kill)
-		if err == nil || !errdefs.Is(err, errdefs.ErrUnavailable) {
+		if err == nil {
+			n.reconciled.Store(true)
+			return nil
+		}
+		if !errdefs.Is(err, errdefs.ErrUnavailable) {
 			return err
 		}
 		n.log.Warn("fleet registry unavailable; reconciling sessions once it answers", "error", err)

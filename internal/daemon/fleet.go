@@ -1,0 +1,181 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/warrenhq/warren/internal/fleet"
+	"github.com/warrenhq/warren/internal/fleet/etcdmember"
+	"github.com/warrenhq/warren/internal/fleet/etcdreg"
+	"github.com/warrenhq/warren/internal/session"
+)
+
+// fleetNode is the daemon's part in a fleet (docs/FLEET.md): its etcd
+// member if it runs one, the registry client and the node's membership.
+type fleetNode struct {
+	member *etcdmember.Member
+	reg    *etcdreg.Registry
+	node   *fleet.Node
+	// manager is set once the manager exists; the node's capacity
+	// refresh reads it from its own goroutine.
+	manager atomic.Pointer[session.Manager]
+}
+
+// startFleet makes the daemon a node of its fleet, when one is
+// configured: it starts the embedded etcd member, connects to the registry
+// and joins (in the background: a daemon whose registry is down starts
+// and serves what it has).
+func (d *Daemon) startFleet(ctx context.Context) error {
+	fc := d.cfg.Fleet
+	if !fc.Enabled() {
+		return nil
+	}
+	f := &fleetNode{}
+	d.fleet = f
+	name := fc.Node
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("fleet node name: %w", err)
+		}
+		name = h
+	}
+	addr := strings.TrimSuffix(fc.Advertise, "/")
+	if addr == "" {
+		addr = "http://" + d.ln.Addr().String()
+	}
+	endpoints := fc.Etcd
+	if fc.Embedded {
+		clientURL := fc.ClientURL
+		if clientURL == "" {
+			clientURL = "http://127.0.0.1:2379"
+		}
+		var err error
+		f.member, err = etcdmember.Start(etcdmember.Config{Name: name, Dir: filepath.Join(d.cfg.DataDir, "etcd"),
+			ClientURL: clientURL, InitialCluster: fc.InitialCluster, Token: "warren" + fc.Prefix})
+		if err != nil {
+			return err
+		}
+		if len(endpoints) == 0 {
+			endpoints = []string{clientURL}
+		}
+	}
+	rc := etcdreg.Config{Endpoints: endpoints, Prefix: fc.Prefix, ElectionTTL: fc.NodeTTL}
+	var err error
+	if rc.TLS, err = etcdTLS(fc.EtcdCAFile, fc.EtcdCertFile, fc.EtcdKeyFile, endpoints); err != nil {
+		return err
+	}
+	if fc.EtcdUsername != "" {
+		b, err := os.ReadFile(fc.EtcdPasswordFile)
+		if err != nil {
+			return fmt.Errorf("fleet.etcd_password_file: %w", err)
+		}
+		rc.Username, rc.Password = fc.EtcdUsername, strings.TrimSpace(string(b))
+	}
+	if f.reg, err = etcdreg.New(rc); err != nil {
+		return err
+	}
+	f.node, err = fleet.Join(ctx, fleet.Config{Registry: f.reg, Name: name, Addr: addr, Capacity: d.cfg.Session.MaxSessions,
+		TTL: fc.NodeTTL, Grace: fc.LostGrace, Version: Version, Log: d.log,
+		Count: func() int {
+			if m := f.manager.Load(); m != nil {
+				return m.Count()
+			}
+			return 0
+		},
+		MaxSessions: func(ctx context.Context, tenant string) (int, error) {
+			l, err := d.tenants.Limits(ctx, tenant)
+			return l.MaxSessions, err
+		}})
+	if err != nil {
+		return err
+	}
+	d.log.Info("this daemon is a fleet node", "node", name, "advertise", addr, "etcd", endpoints, "embedded_member", fc.Embedded)
+	return nil
+}
+
+// sessionStore is the store the manager records sessions in: the local
+// one, wrapped by the fleet's when the daemon is a node of one.
+func (d *Daemon) sessionStore() session.Store {
+	if d.fleet == nil {
+		return d.store
+	}
+	return d.fleet.node.Store(d.store)
+}
+
+// fleetRecovered runs once the manager recovered the previous run's
+// sessions: the node compares them with the registry (fencing those the
+// fleet declared lost) as soon as the registry answers, and takes creates
+// from then on.
+func (d *Daemon) fleetRecovered() {
+	if d.fleet == nil {
+		return
+	}
+	f := d.fleet
+	f.manager.Store(d.manager)
+	go func() {
+		if err := f.node.Reconcile(context.Background(), d.store, d.manager.Delete); err != nil {
+			d.log.Error("comparing this node's sessions with the fleet's registry failed; it takes no new sessions", "error", err)
+			return
+		}
+		d.log.Info("fleet node ready", "node", f.node.Name())
+	}()
+}
+
+// closeFleet leaves the fleet after the sessions were kept or deleted:
+// the node's entry goes, then the registry client, then the etcd member.
+func (d *Daemon) closeFleet() {
+	f := d.fleet
+	if f == nil {
+		return
+	}
+	d.fleet = nil
+	if f.node != nil {
+		if err := f.node.Close(); err != nil {
+			d.log.Warn("leave the fleet", "error", err)
+		}
+	}
+	if f.reg != nil {
+		f.reg.Close()
+	}
+	if f.member != nil {
+		f.member.Close()
+	}
+}
+
+// etcdTLS builds the TLS configuration for etcd from the settings' files;
+// nil when no https endpoint and no file asks for TLS.
+func etcdTLS(caFile, certFile, keyFile string, endpoints []string) (*tls.Config, error) {
+	https := false
+	for _, e := range endpoints {
+		https = https || strings.HasPrefix(e, "https://")
+	}
+	if !https && caFile == "" && certFile == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("fleet.etcd_ca_file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("fleet.etcd_ca_file %s: no PEM certificate in it", caFile)
+		}
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("fleet.etcd_cert_file and fleet.etcd_key_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}

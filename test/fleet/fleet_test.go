@@ -1,0 +1,311 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/daemon"
+	"github.com/warrenhq/warren/internal/fleet/etcdmember"
+	"github.com/warrenhq/warren/internal/fleet/etcdreg"
+	"github.com/warrenhq/warren/internal/fleet/registry"
+	"github.com/warrenhq/warren/internal/testutil"
+)
+
+var bg = context.Background()
+
+const (
+	ttl   = 2 * time.Second
+	grace = 3 * time.Second
+	quota = 3 // the tenant's sessions, fleet-wide
+)
+
+// node is one daemon of the fleet, a process of its own.
+type node struct {
+	name, dataDir, parent string
+	cmd                   *exec.Cmd
+	url                   string
+	c                     *client.Client
+	exited                chan struct{}
+	err                   error
+	// killed: the test killed the node, whose sandboxes outlive it.
+	killed bool
+}
+
+type fleetT struct {
+	t         *testing.T
+	endpoints string
+	prefix    string
+	logf      *os.File
+}
+
+// start runs "<test binary> serve" as fleet node n and waits until it
+// serves.
+func (f *fleetT) start(n *node) {
+	t := f.t
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--data-dir", n.dataDir,
+		"--cgroup-parent", n.parent, "--cgroup-favor-dynmods=false", "--shutdown", "destroy", "--log-format", "json",
+		"--pool-size", "0", "--tenant-max-sessions", fmt.Sprint(quota),
+		"--fleet-etcd", f.endpoints, "--fleet-node", n.name, "--fleet-prefix", f.prefix,
+		"--fleet-node-ttl", ttl.String(), "--fleet-lost-grace", grace.String())
+	cmd.Env = append(os.Environ(), "WARREN_LISTEN=", "WARREN_DATA_DIR=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = f.logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.cmd, n.exited, n.err, n.killed = cmd, make(chan struct{}), nil, false
+	exited := n.exited
+	addr, ready := make(chan string, 1), make(chan struct{}, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			f.logf.Write(append([]byte(n.name+" "), append(line, '\n')...))
+			var l struct{ Msg, Addr string }
+			if json.Unmarshal(line, &l) == nil && l.Msg == "warren is serving" {
+				addr <- l.Addr
+			}
+			if l.Msg == "fleet node ready" {
+				ready <- struct{}{}
+			}
+		}
+		n.err = cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case n.url = <-addr:
+	case <-exited:
+		t.Fatalf("%s exited before serving: %v (log: %s)", n.name, n.err, f.logf.Name())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not start serving (log: %s)", n.name, f.logf.Name())
+	}
+	key, err := os.ReadFile(filepath.Join(n.dataDir, daemon.AdminKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.c = client.New(n.url, client.WithToken(strings.TrimSpace(string(key))))
+	// A node takes creates once it compared its sessions with the
+	// registry (and fenced what the fleet gave away); until then a
+	// create answers 503.
+	select {
+	case <-ready:
+	case <-exited:
+		t.Fatalf("%s exited: %v", n.name, n.err)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not compare its sessions with the registry (log: %s)", n.name, f.logf.Name())
+	}
+}
+
+func (n *node) running() bool {
+	if n.exited == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (n *node) kill() {
+	n.cmd.Process.Kill()
+	<-n.exited
+	n.killed = true
+}
+
+func (n *node) stop(t *testing.T) {
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+		if n.err != nil {
+			t.Errorf("%s stopped with %v", n.name, n.err)
+		}
+	case <-time.After(60 * time.Second):
+		n.cmd.Process.Kill()
+		t.Errorf("%s did not stop on SIGTERM", n.name)
+	}
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func status(err error) int {
+	var e *client.Error
+	if errors.As(err, &e) {
+		return e.StatusCode
+	}
+	if err == nil {
+		return 0
+	}
+	return -1
+}
+
+// TestFleet: three daemons over three etcd members, one tenant with a
+// fleet-wide quota of three sessions.
+func TestFleet(t *testing.T) {
+	testutil.RequiresRoot(t)
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	cluster, err := etcdmember.StartCluster(ctx, t.TempDir(), 3)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last first: the cluster outlives the daemons' stop.
+	t.Cleanup(cluster.Close)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "daemons.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fleetT{t: t, endpoints: strings.Join(cluster.Endpoints(), ","), prefix: fmt.Sprintf("/fleet%d/", os.Getpid()), logf: logf}
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: cluster.Endpoints(), Prefix: f.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	var nodes []*node
+	for i := range 3 {
+		n := &node{name: fmt.Sprint("n", i), dataDir: testutil.TraversableDir(t),
+			parent: fmt.Sprintf("%s%d-fleet%d", testutil.TestCgroupPrefix, os.Getpid(), i)}
+		testutil.CheckLeaks(t, n.parent, filepath.Join(n.dataDir, "sessions"))
+		nodes = append(nodes, n)
+	}
+	// Whatever happened, every node ends with a stop that deletes its
+	// sessions (--shutdown destroy); a node the test killed is started
+	// again for that, since its sandboxes outlived it.
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n.killed {
+				f.start(n)
+			}
+			if n.running() {
+				n.stop(t)
+			}
+		}
+	})
+	for _, n := range nodes {
+		f.start(n)
+	}
+	n0, n1, n2 := nodes[0], nodes[1], nodes[2]
+	listed, err := reg.Nodes(bg)
+	if err != nil || len(listed) != 3 {
+		t.Fatalf("registry nodes = %+v, %v; want 3", listed, err)
+	}
+	for i, ln := range listed {
+		if ln.Name != nodes[i].name || ln.Addr != nodes[i].url || ln.Capacity < 1 {
+			t.Errorf("node entry %+v, want %s at %s", ln, nodes[i].name, nodes[i].url)
+		}
+	}
+
+	create := func(n *node, id string) error {
+		_, err := n.c.CreateSession(bg, &api.CreateSessionRequest{ID: id})
+		return err
+	}
+	t.Run("IdsAreFleetWide", func(t *testing.T) {
+		if err := create(n0, "s1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := create(n1, "s1"); status(err) != http.StatusConflict {
+			t.Fatalf("s1 again on n1 = %v, want 409", err)
+		}
+		r, err := reg.GetSession(bg, daemon.BootstrapTenant, "s1")
+		if err != nil || r.Node != "n0" || r.State != registry.Live {
+			t.Fatalf("record of s1 = %+v, %v; want live on n0", r, err)
+		}
+	})
+	t.Run("QuotaIsFleetWide", func(t *testing.T) {
+		if err := create(n1, "s2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := create(n2, "s3"); err != nil {
+			t.Fatal(err)
+		}
+		if err := create(n2, "s4"); status(err) != http.StatusTooManyRequests {
+			t.Fatalf("a 4th session = %v, want 429 (quota 3 across the fleet)", err)
+		}
+		if u, err := reg.Usage(bg, daemon.BootstrapTenant); err != nil || u != 3 {
+			t.Fatalf("usage = %d, %v; want 3", u, err)
+		}
+	})
+	t.Run("RestartWithinGrace", func(t *testing.T) {
+		n1.kill()
+		f.start(n1)
+		res, err := n1.c.Exec(bg, "s2", &api.ExecRequest{Command: "echo still here"})
+		if err != nil || strings.TrimSpace(res.Stdout) != "still here" {
+			t.Fatalf("exec in s2 after n1 came back = %+v, %v", res, err)
+		}
+	})
+	t.Run("NodeDiesAndIsFenced", func(t *testing.T) {
+		if _, err := n0.c.Exec(bg, "s1", &api.ExecRequest{Command: "echo hi > /tmp/mark"}); err != nil {
+			t.Fatal(err)
+		}
+		n0.kill()
+		died := time.Now()
+		eventually(t, ttl+time.Second+500*time.Millisecond, "n0 leaves the registry", func() bool {
+			ns, err := reg.Nodes(bg)
+			return err == nil && len(ns) == 2
+		})
+		t.Logf("n0's entry gone %v after kill -9 (TTL %v)", time.Since(died).Round(time.Millisecond), ttl)
+		eventually(t, ttl+2*grace+2*time.Second, "s1 declared lost", func() bool {
+			r, err := reg.GetSession(bg, daemon.BootstrapTenant, "s1")
+			return err == nil && r.State == registry.Lost
+		})
+		t.Logf("s1 lost %v after kill -9 (TTL %v + grace %v)", time.Since(died).Round(time.Millisecond), ttl, grace)
+		// Its quota is back.
+		if err := create(n2, "s4"); err != nil {
+			t.Fatalf("create with the lost session's quota: %v", err)
+		}
+		// n0 returns past its grace: it deletes s1, which the fleet
+		// gave away, and keeps nothing.
+		f.start(n0)
+		eventually(t, 10*time.Second, "n0 fenced s1", func() bool {
+			l, err := n0.c.ListSessions(bg)
+			return err == nil && len(l) == 0
+		})
+	})
+	t.Run("Cleanup", func(t *testing.T) {
+		for _, c := range []struct {
+			n  *node
+			id string
+		}{{n1, "s2"}, {n2, "s3"}, {n2, "s4"}} {
+			if err := c.n.c.DeleteSession(bg, c.id); err != nil {
+				t.Errorf("delete %s: %v", c.id, err)
+			}
+		}
+		if u, err := reg.Usage(bg, daemon.BootstrapTenant); err != nil || u != 0 {
+			t.Errorf("usage after deleting everything = %d, %v; want 0", u, err)
+		}
+	})
+	for _, n := range nodes {
+		n.stop(t)
+	}
+	if ns, err := reg.Nodes(bg); err != nil || len(ns) != 0 {
+		t.Errorf("nodes after every daemon stopped = %+v, %v; want none (a stop leaves at once)", ns, err)
+	}
+}
