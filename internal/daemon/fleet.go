@@ -5,14 +5,17 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 
+	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/fleet"
 	"github.com/warrenhq/warren/internal/fleet/etcdmember"
 	"github.com/warrenhq/warren/internal/fleet/etcdreg"
+	"github.com/warrenhq/warren/internal/fleet/registry"
 	"github.com/warrenhq/warren/internal/session"
 )
 
@@ -126,6 +129,24 @@ func (d *Daemon) fleetRecovered() {
 		}
 		d.log.Info("fleet node ready", "node", f.node.Name())
 	}()
+}
+
+// forward routes requests for sessions other nodes own to them (edge
+// Forward); without a fleet it is next itself.
+func (d *Daemon) forward(next http.Handler) http.Handler {
+	if d.fleet == nil {
+		return next
+	}
+	n := d.fleet.node
+	return d.edge.Forward(&edge.Forwarding{Node: n.Name(), Secret: n.Secret,
+		Locate: func(tenant, id string) edge.Owner {
+			r, ok := n.Cache().Lookup(tenant, id)
+			if !ok {
+				return edge.Owner{}
+			}
+			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
+				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
+		}}, next)
 }
 
 // closeFleet leaves the fleet after the sessions were kept or deleted:

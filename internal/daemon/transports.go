@@ -43,6 +43,8 @@ func (d *Daemon) mountTransports() error {
 	// ports before anything else: their paths are the servers' inside.
 	// Then browsers of cors_origins, on every transport; request bodies
 	// that stall are cut (edge.IdleBodies).
-	d.handler = d.edge.Observe(d.api.Preview(edge.CORS(d.origins, edge.IdleBodies(edge.DefaultBodyIdleTimeout, grpcapi.Unrouted(mux)))))
+	// In a fleet, a request for a session another node owns goes there
+	// (fleet.go) before anything else looks at it.
+	d.handler = d.edge.Observe(d.forward(d.api.Preview(edge.CORS(d.origins, edge.IdleBodies(edge.DefaultBodyIdleTimeout, grpcapi.Unrouted(mux))))))
 	return nil
 }

@@ -63,6 +63,9 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// secret is the fleet's secret once fetched (forwarded requests are
+	// signed with it).
+	secret atomic.Pointer[[]byte]
 	// reconciled is set once Reconcile compared the node's sessions with
 	// the registry; creates wait for it, so that a session created during
 	// the comparison is not mistaken for one the fleet gave away.
@@ -102,6 +105,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Go(func() { n.cache.run(n.ctx) })
 	n.wg.Go(n.refresh)
 	n.wg.Go(n.reap)
+	n.wg.Go(n.fetchSecret)
 	return n, nil
 }
 
@@ -113,6 +117,30 @@ func (n *Node) entry() registry.Node {
 	}
 	return registry.Node{Name: n.cfg.Name, Addr: n.cfg.Addr, Capacity: n.cfg.Capacity, Free: max(n.cfg.Capacity-used, 0),
 		Version: n.cfg.Version, Started: n.started}
+}
+
+// fetchSecret gets the fleet's secret, retrying until the registry
+// answers.
+func (n *Node) fetchSecret() {
+	for n.ctx.Err() == nil {
+		s, err := n.reg.Secret(n.ctx)
+		if err == nil {
+			n.secret.Store(&s)
+			return
+		}
+		select {
+		case <-n.ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// Secret is the fleet's secret, nil until the registry gave it.
+func (n *Node) Secret() []byte {
+	if s := n.secret.Load(); s != nil {
+		return *s
+	}
+	return nil
 }
 
 // Name is the node's name.

@@ -253,6 +253,56 @@ func TestFleet(t *testing.T) {
 			t.Fatalf("usage = %d, %v; want 3", u, err)
 		}
 	})
+	t.Run("AnyNodeServesEverySession", func(t *testing.T) {
+		// s2 lives on n1; every node answers for it, REST and SSE.
+		for _, n := range nodes {
+			res, err := n.c.Exec(bg, "s2", &api.ExecRequest{Command: "echo via " + n.name + "; hostname"})
+			if err != nil || res.Stdout != "via "+n.name+"\ns2\n" {
+				t.Fatalf("exec in s2 through %s = %+v, %v", n.name, res, err)
+			}
+			var streamed strings.Builder
+			res, err = n.c.ExecStream(bg, "s2", &api.ExecRequest{Command: "echo one; echo two >&2"}, func(stream string, p []byte) error {
+				streamed.WriteString(stream + ":" + string(p))
+				return nil
+			})
+			if err != nil || res.ExitCode != 0 || !strings.Contains(streamed.String(), "stdout:one") || !strings.Contains(streamed.String(), "stderr:two") {
+				t.Fatalf("streamed exec in s2 through %s = %+v, %q, %v", n.name, res, streamed.String(), err)
+			}
+		}
+		// The WebSocket PTY, through n2.
+		sh, err := n2.c.Shell(bg, "s2", client.ShellOptions{})
+		if err != nil {
+			t.Fatalf("shell in s2 through n2: %v", err)
+		}
+		defer sh.Close()
+		if _, err := sh.Write([]byte("echo pty-$((6*7))\n")); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		buf := make([]byte, 4096)
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(out.String(), "pty-42") && time.Now().Before(deadline) {
+			n, err := sh.Read(buf)
+			out.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		if !strings.Contains(out.String(), "pty-42") {
+			t.Fatalf("shell through n2 printed %q", out.String())
+		}
+		// A client cannot pose as a fleet node.
+		req, _ := http.NewRequest("GET", n1.url+"/v1/sessions/s2", nil)
+		req.Header.Set("Warren-Forwarded", "eyJ0IjoiZGVmYXVsdCJ9.AAAA")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a forged forwarded request got %d, want 401", resp.StatusCode)
+		}
+	})
 	t.Run("RestartWithinGrace", func(t *testing.T) {
 		n1.kill()
 		f.start(n1)
@@ -267,16 +317,22 @@ func TestFleet(t *testing.T) {
 		}
 		n0.kill()
 		died := time.Now()
-		eventually(t, ttl+time.Second+500*time.Millisecond, "n0 leaves the registry", func() bool {
-			ns, err := reg.Nodes(bg)
-			return err == nil && len(ns) == 2
+		// Through another node, s1 answers 503 (retryable) within the
+		// TTL and a second.
+		eventually(t, ttl+time.Second, "s1 answers 503 through n1", func() bool {
+			_, err := n1.c.GetSession(bg, "s1")
+			return status(err) == http.StatusServiceUnavailable
 		})
-		t.Logf("n0's entry gone %v after kill -9 (TTL %v)", time.Since(died).Round(time.Millisecond), ttl)
+		t.Logf("s1 answered 503 through n1 %v after kill -9 (TTL %v)", time.Since(died).Round(time.Millisecond), ttl)
 		eventually(t, ttl+2*grace+2*time.Second, "s1 declared lost", func() bool {
 			r, err := reg.GetSession(bg, daemon.BootstrapTenant, "s1")
 			return err == nil && r.State == registry.Lost
 		})
 		t.Logf("s1 lost %v after kill -9 (TTL %v + grace %v)", time.Since(died).Round(time.Millisecond), ttl, grace)
+		eventually(t, 2*time.Second, "s1 answers lost through n2", func() bool {
+			_, err := n2.c.GetSession(bg, "s1")
+			return status(err) == http.StatusNotFound && strings.Contains(err.Error(), "lost")
+		})
 		// Its quota is back.
 		if err := create(n2, "s4"); err != nil {
 			t.Fatalf("create with the lost session's quota: %v", err)

@@ -14,6 +14,8 @@
 //	usage/TENANT            the tenant's Live sessions, in decimal,
 //	                        changed in the same transaction as a record
 //	election/ROLE/...       concurrency.Election's keys
+//	secret                  the fleet's secret, base64; made once by
+//	                        compare-and-swap
 //
 // Tenants and ids are path-escaped, so a "/" in one cannot reach another
 // tenant's keys. Lost records and their index keys are bound to a lease of
@@ -22,7 +24,9 @@ package etcdreg
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -804,3 +808,31 @@ func (r *Registry) Ping(ctx context.Context) (registry.PingResult, error) {
 
 // Prefix is where the registry's keys live.
 func (r *Registry) Prefix() string { return r.p }
+
+// Secret returns the fleet's secret, making it if no node has yet.
+func (r *Registry) Secret(ctx context.Context) ([]byte, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	key := r.p + "secret"
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	fresh := base64.StdEncoding.EncodeToString(raw)
+	tx, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(key), "=", 0)).
+		Then(clientv3.OpPut(key, fresh)).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return nil, unavailable("fleet secret", err)
+	}
+	v := fresh
+	if !tx.Succeeded {
+		kvs := tx.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return nil, errdefs.New(errdefs.ErrUnavailable, "fleet secret: deleted while read; try again")
+		}
+		v = string(kvs[0].Value)
+	}
+	b, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(b) < 32 {
+		return nil, fmt.Errorf("fleet registry: the secret at %s is not 32 bytes of base64", key)
+	}
+	return b, nil
+}

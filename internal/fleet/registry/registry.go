@@ -118,6 +118,11 @@ type Registry interface {
 	// Elect blocks until this caller (id) leads role, or ctx ends.
 	Elect(ctx context.Context, role, id string) (Leadership, error)
 
+	// Secret returns the fleet's shared secret (32 random bytes), made by
+	// the first node that asks: nodes sign the requests they forward to
+	// each other with it.
+	Secret(ctx context.Context) ([]byte, error)
+
 	// Ping checks that the store answers, with its clock's offset from
 	// ours where the store can tell (0 otherwise).
 	Ping(ctx context.Context) (PingResult, error)

@@ -26,6 +26,7 @@ func Run(t *testing.T, open func(t *testing.T) registry.Registry) {
 	t.Run("MarkLost", func(t *testing.T) { testMarkLost(t, open(t)) })
 	t.Run("Watch", func(t *testing.T) { testWatch(t, open(t)) })
 	t.Run("Elect", func(t *testing.T) { testElect(t, open(t)) })
+	t.Run("Secret", func(t *testing.T) { testSecret(t, open(t)) })
 }
 
 // Eventually polls cond every 20 ms until it holds or d passed.
@@ -353,5 +354,26 @@ func testElect(t *testing.T, r registry.Registry) {
 	defer cancel()
 	if _, err := r.Elect(cctx, "other", "y"); err == nil {
 		t.Fatal("Elect while another leads returned without error after its context ended")
+	}
+}
+
+// testSecret: concurrent first asks agree on one secret of 32 bytes.
+func testSecret(t *testing.T, r registry.Registry) {
+	var wg sync.WaitGroup
+	got := make([][]byte, 8)
+	for i := range got {
+		wg.Go(func() {
+			s, err := r.Secret(context.Background())
+			if err != nil {
+				t.Errorf("Secret: %v", err)
+			}
+			got[i] = s
+		})
+	}
+	wg.Wait()
+	for _, s := range got {
+		if len(s) != 32 || string(s) != string(got[0]) {
+			t.Fatalf("secrets %x, want one of 32 bytes", got)
+		}
 	}
 }

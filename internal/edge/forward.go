@@ -1,0 +1,263 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/internal/auth"
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// ForwardHeader marks a request one fleet node forwarded to the session's
+// owner. It carries the caller the forwarding node admitted, signed with
+// the fleet's secret, bound to the request's method and path and valid for
+// forwardTTL: the owner takes the caller from it (API keys are per node
+// for now) and never forwards such a request again (one hop at most). A
+// client cannot forge one without the secret; a forged or stale one is
+// refused as unauthenticated.
+const ForwardHeader = "Warren-Forwarded"
+
+// forwardTTL bounds a forwarded request's signature: the hop takes
+// milliseconds; the rest allows for clock skew between nodes.
+const forwardTTL = 30 * time.Second
+
+// Owner is where a session lives, as the fleet's routing cache knows it.
+type Owner struct {
+	// Known: the cache has a record of the session; the rest is unset
+	// otherwise.
+	Known bool
+	// Here: this node owns it.
+	Here bool
+	// Node and Addr name the owner and its base URL.
+	Node, Addr string
+	// Alive: the owner's registry entry is there (false: dead or cut
+	// off, its sessions unreachable until it returns or is declared lost).
+	Alive bool
+	// Lost: the fleet declared the session lost with its node.
+	Lost bool
+}
+
+// Forwarding is what Forward needs from the fleet.
+type Forwarding struct {
+	// Locate returns the owner of (tenant, id).
+	Locate func(tenant, id string) Owner
+	// Secret returns the fleet's secret, nil while it is not known yet.
+	Secret func() []byte
+	// Node is this node's name (in the signed caller, for the logs).
+	Node string
+	// Transport carries forwarded requests (http.DefaultTransport if nil).
+	Transport http.RoundTripper
+}
+
+// forwarded is the signed content of ForwardHeader.
+type forwarded struct {
+	Tenant  string `json:"t"`
+	KeyID   string `json:"k,omitempty"`
+	Subject string `json:"s,omitempty"`
+	Admin   bool   `json:"a,omitempty"`
+	Method  string `json:"m"`
+	// Request is the forwarded request's method and path: the signature
+	// holds for that request only.
+	Request string `json:"r"`
+	From    string `json:"f"`
+	Expires int64  `json:"x"`
+}
+
+type forwardedKey struct{}
+
+// forwardedIdentity is the caller a verified ForwardHeader named, nil for
+// a request that was not forwarded.
+func forwardedIdentity(ctx context.Context) *auth.Identity {
+	id, _ := ctx.Value(forwardedKey{}).(*auth.Identity)
+	return id
+}
+
+// sign returns the header value for the caller who, for r.
+func sign(secret []byte, who *auth.Identity, r *http.Request, from string) string {
+	b, _ := json.Marshal(forwarded{Tenant: who.Tenant, KeyID: who.KeyID, Subject: who.Subject, Admin: who.Admin, Method: who.Method,
+		Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix()})
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(b)
+	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// verify checks a ForwardHeader value against r and returns its caller.
+func verify(secret []byte, v string, r *http.Request) (*auth.Identity, string, error) {
+	bad := errdefs.New(errdefs.ErrUnauthenticated, "the %s header does not carry a valid signature of a fleet node", ForwardHeader)
+	p, s, ok := strings.Cut(v, ".")
+	if !ok || len(secret) == 0 {
+		return nil, "", bad
+	}
+	b, err1 := base64.RawURLEncoding.DecodeString(p)
+	sig, err2 := base64.RawURLEncoding.DecodeString(s)
+	if err1 != nil || err2 != nil {
+		return nil, "", bad
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(b)
+	if !hmac.Equal(sig, mac.Sum(nil)) {
+		return nil, "", bad
+	}
+	var f forwarded
+	if json.Unmarshal(b, &f) != nil || f.Request != r.Method+" "+r.URL.EscapedPath() || time.Now().Unix() > f.Expires || f.Tenant == "" {
+		return nil, "", bad
+	}
+	return &auth.Identity{Tenant: f.Tenant, KeyID: f.KeyID, Subject: f.Subject, Admin: f.Admin, Method: f.Method}, f.From, nil
+}
+
+// SessionOfPath returns the session a REST path names
+// (/v1/sessions/{id} and everything below it: exec, files, the shell's
+// WebSocket, ports), "" for any other path.
+func SessionOfPath(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v1/sessions/")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
+
+// maxRetryBody is the largest request body kept to send again when the
+// owner answered 421 (a stale route): exec and small files; a larger
+// upload is not retried, its client sees the 503.
+const maxRetryBody = 1 << 20
+
+var errMisdirected = errors.New("misdirected")
+
+// Forward routes requests for sessions this node does not own to their
+// owner, below every transport that names the session in its path (REST,
+// SSE, the WebSocket PTY, the port proxy). It authenticates the caller
+// itself only to learn the tenant; a request for a session of this node,
+// or one the fleet does not know, goes to next untouched (and is admitted
+// there as always). A forwarded request that reaches a node which no
+// longer owns the session is answered 421; the forwarding node then waits
+// for its cache to catch up and tries once more.
+func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
+	tr := f.Transport
+	if tr == nil {
+		tr = http.DefaultTransport
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := SessionOfPath(r.URL.Path)
+		if id == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if v := r.Header.Get(ForwardHeader); v != "" {
+			who, from, err := verify(f.Secret(), v, r)
+			if err != nil {
+				e.WriteError(w, r, err)
+				return
+			}
+			if o := f.Locate(who.Tenant, id); o.Known && !o.Here {
+				// One hop at most: the sender's route was stale.
+				WriteJSON(w, http.StatusMisdirectedRequest, errorBody("unavailable", "session "+id+" is not on this node (fleet node "+f.Node+"); its route was stale"))
+				return
+			}
+			e.log.Debug("serving a forwarded request", "from", from, "session_id", id)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardedKey{}, who)))
+			return
+		}
+		who := noAuthIdentity
+		if e.auth != nil {
+			var err error
+			if who, err = e.auth.Authenticate(r.Context(), r); err != nil {
+				next.ServeHTTP(w, r) // the transport refuses it as always
+				return
+			}
+		}
+		o := f.Locate(who.Tenant, id)
+		if !o.Known || o.Here {
+			next.ServeHTTP(w, r)
+			return
+		}
+		switch {
+		case o.Lost:
+			e.WriteError(w, r, errdefs.New(errdefs.ErrNotFound, "session %s was lost with fleet node %s (the node stayed unreachable past the grace period)", id, o.Node))
+			return
+		case !o.Alive:
+			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is on fleet node %s, which is unreachable now", id, o.Node))
+			return
+		}
+		secret := f.Secret()
+		if secret == nil {
+			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is on fleet node %s, and this node cannot forward yet (no fleet secret)", id, o.Node))
+			return
+		}
+		if err := e.limits.allow(who); err != nil {
+			e.WriteError(w, r, err)
+			return
+		}
+		var body []byte
+		retry := r.ContentLength >= 0 && r.ContentLength <= maxRetryBody && r.Header.Get("Upgrade") == ""
+		if retry && r.ContentLength > 0 {
+			var err error
+			if body, err = io.ReadAll(io.LimitReader(r.Body, maxRetryBody+1)); err != nil || len(body) > maxRetryBody {
+				e.WriteError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "read the request body: %v", err))
+				return
+			}
+		}
+		for attempt := 1; ; attempt++ {
+			misdirected := false
+			target, err := url.Parse(o.Addr)
+			if err != nil {
+				e.WriteError(w, r, errdefs.New(errdefs.ErrUnavailable, "fleet node %s has a bad address %q", o.Node, o.Addr))
+				return
+			}
+			rp := &httputil.ReverseProxy{
+				Transport:     tr,
+				FlushInterval: -1, // SSE and streams pass through as they come
+				Rewrite: func(pr *httputil.ProxyRequest) {
+					pr.SetURL(target)
+					pr.Out.Host = pr.In.Host
+					pr.Out.Header.Del("Authorization")
+					pr.Out.Header.Del("X-API-Key")
+					pr.Out.Header.Set(ForwardHeader, sign(secret, who, pr.Out, f.Node))
+					if body != nil {
+						pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+						pr.Out.ContentLength = int64(len(body))
+					}
+				},
+				ModifyResponse: func(resp *http.Response) error {
+					if resp.StatusCode == http.StatusMisdirectedRequest && retry && attempt == 1 {
+						resp.Body.Close()
+						misdirected = true
+						return errMisdirected
+					}
+					return nil
+				},
+				ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+					if errors.Is(err, errMisdirected) {
+						return // the loop tries again
+					}
+					e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "forward to fleet node %s: %v", o.Node, err))
+				},
+			}
+			rp.ServeHTTP(w, r)
+			if !misdirected {
+				return
+			}
+			// Give the watch a moment to bring the new route.
+			time.Sleep(200 * time.Millisecond)
+			if o = f.Locate(who.Tenant, id); !o.Known || o.Here || !o.Alive || o.Lost {
+				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s moved while its request was forwarded; try again", id))
+				return
+			}
+		}
+	})
+}
+
+func errorBody(code, msg string) any {
+	return map[string]map[string]string{"error": {"code": code, "message": msg}}
+}
