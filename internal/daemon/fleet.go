@@ -139,6 +139,20 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 	}
 	n := d.fleet.node
 	return d.edge.Forward(&edge.Forwarding{Node: n.Name(), Secret: n.Secret,
+		Place: func() edge.Owner {
+			p, ok := n.Place()
+			if !ok {
+				return edge.Owner{}
+			}
+			return edge.Owner{Known: true, Here: p.Name == n.Name(), Node: p.Name, Addr: p.Addr, Alive: true}
+		},
+		ForgetLost: func(ctx context.Context, tenant, id string) error {
+			r, ok := n.Cache().Lookup(tenant, id)
+			if !ok {
+				return nil
+			}
+			return n.Registry().DeleteSession(ctx, tenant, id, r.Session.Node)
+		},
 		Locate: func(tenant, id string) edge.Owner {
 			r, ok := n.Cache().Lookup(tenant, id)
 			if !ok {

@@ -54,6 +54,13 @@ type Forwarding struct {
 	Locate func(tenant, id string) Owner
 	// Secret returns the fleet's secret, nil while it is not known yet.
 	Secret func() []byte
+	// Place picks the node a new session goes to (Here when this one, or
+	// Known false when none is better known); nil: creates stay here.
+	Place func() Owner
+	// ForgetLost removes the record of a lost session (a DELETE of it):
+	// its node is gone, so no node can delete it, and its id is free
+	// again afterwards.
+	ForgetLost func(ctx context.Context, tenant, id string) error
 	// Node is this node's name (in the signed caller, for the logs).
 	Node string
 	// Transport carries forwarded requests (http.DefaultTransport if nil).
@@ -150,7 +157,8 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := SessionOfPath(r.URL.Path)
-		if id == "" {
+		create := r.Method == http.MethodPost && r.URL.Path == "/v1/sessions" && f.Place != nil
+		if id == "" && !create {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -160,7 +168,7 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				e.WriteError(w, r, err)
 				return
 			}
-			if o := f.Locate(who.Tenant, id); o.Known && !o.Here {
+			if o := f.Locate(who.Tenant, id); id != "" && o.Known && !o.Here {
 				// One hop at most: the sender's route was stale.
 				WriteJSON(w, http.StatusMisdirectedRequest, errorBody("unavailable", "session "+id+" is not on this node (fleet node "+f.Node+"); its route was stale"))
 				return
@@ -177,12 +185,68 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				return
 			}
 		}
-		o := f.Locate(who.Tenant, id)
+		var body []byte
+		retry := r.ContentLength >= 0 && r.ContentLength <= maxRetryBody && r.Header.Get("Upgrade") == ""
+		if create && !retry {
+			next.ServeHTTP(w, r) // an odd create (no length, huge): here
+			return
+		}
+		// The body is read (to send again after a 421, or to learn a
+		// create's id) only for a request that leaves this node, or a
+		// create: a local upload is not copied.
+		readBody := func() bool {
+			if !retry || r.ContentLength <= 0 || body != nil {
+				return true
+			}
+			var err error
+			if body, err = io.ReadAll(io.LimitReader(r.Body, maxRetryBody+1)); err != nil || len(body) > maxRetryBody {
+				e.WriteError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "read the request body: %v", err))
+				return false
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			return true
+		}
+		var o Owner
+		if create {
+			if !readBody() {
+				return
+			}
+			// A create of an id the fleet knows goes to its owner (which
+			// answers 200 with it, or 409); any other to the node
+			// placement picks, which admits it or refuses.
+			var req struct {
+				ID string `json:"id"`
+			}
+			json.Unmarshal(body, &req)
+			if id = req.ID; id != "" {
+				o = f.Locate(who.Tenant, id)
+			}
+			if o.Lost {
+				o = Owner{} // here: the registry answers 409, saying so
+			}
+			if !o.Known {
+				o = f.Place()
+			}
+		} else {
+			o = f.Locate(who.Tenant, id)
+		}
 		if !o.Known || o.Here {
 			next.ServeHTTP(w, r)
 			return
 		}
 		switch {
+		case o.Lost && r.Method == http.MethodDelete && SessionOfPath(r.URL.Path) == id && r.URL.Path == "/v1/sessions/"+id && f.ForgetLost != nil:
+			// Deleting a lost session removes the fleet's record of it.
+			if err := e.limits.allow(who); err != nil {
+				e.WriteError(w, r, err)
+				return
+			}
+			if err := f.ForgetLost(r.Context(), who.Tenant, id); err != nil {
+				e.WriteError(w, r, err)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
 		case o.Lost:
 			e.WriteError(w, r, errdefs.New(errdefs.ErrNotFound, "session %s was lost with fleet node %s (the node stayed unreachable past the grace period)", id, o.Node))
 			return
@@ -199,14 +263,8 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			e.WriteError(w, r, err)
 			return
 		}
-		var body []byte
-		retry := r.ContentLength >= 0 && r.ContentLength <= maxRetryBody && r.Header.Get("Upgrade") == ""
-		if retry && r.ContentLength > 0 {
-			var err error
-			if body, err = io.ReadAll(io.LimitReader(r.Body, maxRetryBody+1)); err != nil || len(body) > maxRetryBody {
-				e.WriteError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "read the request body: %v", err))
-				return
-			}
+		if !readBody() {
+			return
 		}
 		for attempt := 1; ; attempt++ {
 			misdirected := false

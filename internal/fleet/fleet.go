@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,10 @@ type Node struct {
 	// orphans are records whose local session is gone but whose removal
 	// from the registry failed; the janitor retries. Guarded by mu.
 	orphans map[sessionKey]bool
+	// fencing are the sessions Reconcile is deleting because the fleet
+	// gave them away: their records (Lost, or another node's) stay.
+	// Guarded by mu.
+	fencing map[sessionKey]bool
 	kick    chan struct{} // the free capacity changed
 }
 
@@ -93,7 +98,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "fleet: the node TTL must be positive and the grace not negative")
 	}
 	n := &Node{cfg: cfg, reg: cfg.Registry, log: cfg.Log.With("fleet_node", cfg.Name), started: time.Now().UTC(),
-		orphans: map[sessionKey]bool{}, kick: make(chan struct{}, 1)}
+		orphans: map[sessionKey]bool{}, fencing: map[sessionKey]bool{}, kick: make(chan struct{}, 1)}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	m, err := n.reg.Join(n.ctx, n.entry(), cfg.TTL)
 	if err != nil {
@@ -141,6 +146,35 @@ func (n *Node) Secret() []byte {
 		return *s
 	}
 	return nil
+}
+
+// placeChoices is the K of best-of-K placement: two random candidates,
+// the freer wins. Two choices spread load nearly as well as asking every
+// node, and many forwarding nodes with slightly stale capacities do not all
+// pick the same target.
+const placeChoices = 2
+
+// Place picks the node a new session should go to: of placeChoices random
+// live, non-draining nodes with free capacity, the one with the most. false
+// when the cache knows no such node (the caller then creates here, and this
+// node's own checks answer).
+func (n *Node) Place() (registry.Node, bool) {
+	var cands []registry.Node
+	for _, nd := range n.cache.Nodes() {
+		if !nd.Draining && nd.Free > 0 {
+			cands = append(cands, nd)
+		}
+	}
+	if len(cands) == 0 {
+		return registry.Node{}, false
+	}
+	best := cands[rand.IntN(len(cands))]
+	for range placeChoices - 1 {
+		if c := cands[rand.IntN(len(cands))]; c.Free > best.Free {
+			best = c
+		}
+	}
+	return best, true
 }
 
 // Name is the node's name.
@@ -241,7 +275,12 @@ func (s *store) DeleteSession(ctx context.Context, tenant, id string) error {
 	if err := s.Store.DeleteSession(ctx, tenant, id); err != nil {
 		return err
 	}
-	s.n.forget(context.WithoutCancel(ctx), tenant, id)
+	s.n.mu.Lock()
+	fenced := s.n.fencing[sessionKey{tenant, id}]
+	s.n.mu.Unlock()
+	if !fenced {
+		s.n.forget(context.WithoutCancel(ctx), tenant, id)
+	}
 	s.n.Changed()
 	return nil
 }
@@ -335,7 +374,14 @@ func (n *Node) reconcile(ctx context.Context, local session.Store, kill func(ctx
 			why = "the fleet declared it lost at " + r.LostAt.Format(time.RFC3339)
 		}
 		n.log.Warn("deleting a session the fleet gave away (fencing)", "tenant", s.Tenant, "session_id", s.ID, "reason", why)
-		if err := kill(ctx, s.Tenant, s.ID); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+		n.mu.Lock()
+		n.fencing[k] = true
+		n.mu.Unlock()
+		err := kill(ctx, s.Tenant, s.ID)
+		n.mu.Lock()
+		delete(n.fencing, k)
+		n.mu.Unlock()
+		if err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("fence session %s/%s: %w", s.Tenant, s.ID, err))
 		}
 	}

@@ -247,6 +247,10 @@ func TestNodeLostAndFenced(t *testing.T) {
 	if len(a2.m.List(bg, "")) != 0 {
 		t.Fatal("a's manager still lists sessions")
 	}
+	// Fencing keeps the lost record: clients are still told "lost".
+	if r, err := a2.reg.GetSession(bg, "t", "s2"); err != nil || r.State != registry.Lost {
+		t.Fatalf("record of s2 after fencing = %+v, %v; want lost", r, err)
+	}
 }
 
 // TestNodeReturnsWithinGrace: a node that returns before its grace ends

@@ -27,9 +27,10 @@ import (
 var bg = context.Background()
 
 const (
-	ttl   = 2 * time.Second
-	grace = 3 * time.Second
-	quota = 3 // the tenant's sessions, fleet-wide
+	ttl      = 2 * time.Second
+	grace    = 3 * time.Second
+	quota    = 5 // the tenant's sessions, fleet-wide
+	capacity = 3 // each node's sessions
 )
 
 // node is one daemon of the fleet, a process of its own.
@@ -58,7 +59,7 @@ func (f *fleetT) start(n *node) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--data-dir", n.dataDir,
 		"--cgroup-parent", n.parent, "--cgroup-favor-dynmods=false", "--shutdown", "destroy", "--log-format", "json",
-		"--pool-size", "0", "--tenant-max-sessions", fmt.Sprint(quota),
+		"--pool-size", "0", "--tenant-max-sessions", fmt.Sprint(quota), "--max-sessions", fmt.Sprint(capacity),
 		"--fleet-etcd", f.endpoints, "--fleet-node", n.name, "--fleet-prefix", f.prefix,
 		"--fleet-node-ttl", ttl.String(), "--fleet-lost-grace", grace.String())
 	cmd.Env = append(os.Environ(), "WARREN_LISTEN=", "WARREN_DATA_DIR=")
@@ -227,34 +228,72 @@ func TestFleet(t *testing.T) {
 		_, err := n.c.CreateSession(bg, &api.CreateSessionRequest{ID: id})
 		return err
 	}
-	t.Run("IdsAreFleetWide", func(t *testing.T) {
-		if err := create(n0, "s1"); err != nil {
-			t.Fatal(err)
+	byName := map[string]*node{}
+	for _, n := range nodes {
+		byName[n.name] = n
+	}
+	// owner returns the node the registry says holds id.
+	owner := func(t *testing.T, id string) *node {
+		t.Helper()
+		r, err := reg.GetSession(bg, daemon.BootstrapTenant, id)
+		if err != nil || byName[r.Node] == nil {
+			t.Fatalf("record of %s = %+v, %v", id, r, err)
 		}
-		if err := create(n1, "s1"); status(err) != http.StatusConflict {
-			t.Fatalf("s1 again on n1 = %v, want 409", err)
+		return byName[r.Node]
+	}
+	// settle waits until the registry shows every node's free capacity
+	// after used sessions, so that placement sees what the test expects.
+	settle := func(t *testing.T, used int) {
+		t.Helper()
+		eventually(t, 3*time.Second, fmt.Sprintf("free capacity settles at %d used", used), func() bool {
+			ns, err := reg.Nodes(bg)
+			free := 0
+			for _, n := range ns {
+				free += n.Free
+			}
+			return err == nil && len(ns) == 3 && free == 3*capacity-used
+		})
+	}
+	t.Run("PlacementSpreadsAndSkipsFullNodes", func(t *testing.T) {
+		// Every create goes through n0; placement spreads them, and a
+		// node at its capacity (3) is never picked: all five creates
+		// succeed although one node cannot take them all.
+		count := map[string]int{}
+		for i := 1; i <= quota; i++ {
+			id := fmt.Sprint("s", i)
+			if err := create(n0, id); err != nil {
+				t.Fatalf("create %s through n0: %v", id, err)
+			}
+			count[owner(t, id).name]++
+			settle(t, i)
 		}
-		r, err := reg.GetSession(bg, daemon.BootstrapTenant, "s1")
-		if err != nil || r.Node != "n0" || r.State != registry.Live {
-			t.Fatalf("record of s1 = %+v, %v; want live on n0", r, err)
+		t.Logf("placement of %d sessions created through n0: %v", quota, count)
+		if len(count) < 2 {
+			t.Errorf("all sessions on one node: %v", count)
+		}
+		for n, c := range count {
+			if c > capacity {
+				t.Errorf("%s holds %d sessions, over its capacity %d", n, c, capacity)
+			}
 		}
 	})
-	t.Run("QuotaIsFleetWide", func(t *testing.T) {
-		if err := create(n1, "s2"); err != nil {
-			t.Fatal(err)
+	t.Run("IdsAndQuotaAreFleetWide", func(t *testing.T) {
+		// The same id through another node is the same session (200).
+		s, err := n2.c.CreateSession(bg, &api.CreateSessionRequest{ID: "s1"})
+		if err != nil || s.ID != "s1" {
+			t.Fatalf("create of s1 again through n2 = %+v, %v; want s1 itself", s, err)
 		}
-		if err := create(n2, "s3"); err != nil {
-			t.Fatal(err)
+		if u, err := reg.Usage(bg, daemon.BootstrapTenant); err != nil || u != quota {
+			t.Fatalf("usage = %d, %v; want %d", u, err, quota)
 		}
-		if err := create(n2, "s4"); status(err) != http.StatusTooManyRequests {
-			t.Fatalf("a 4th session = %v, want 429 (quota 3 across the fleet)", err)
-		}
-		if u, err := reg.Usage(bg, daemon.BootstrapTenant); err != nil || u != 3 {
-			t.Fatalf("usage = %d, %v; want 3", u, err)
+		for _, n := range nodes {
+			if err := create(n, "over"); status(err) != http.StatusTooManyRequests {
+				t.Fatalf("a session over the quota through %s = %v, want 429 (quota %d across the fleet)", n.name, err, quota)
+			}
 		}
 	})
 	t.Run("AnyNodeServesEverySession", func(t *testing.T) {
-		// s2 lives on n1; every node answers for it, REST and SSE.
+		// s2 lives on one node; every node answers for it, REST and SSE.
 		for _, n := range nodes {
 			res, err := n.c.Exec(bg, "s2", &api.ExecRequest{Command: "echo via " + n.name + "; hostname"})
 			if err != nil || res.Stdout != "via "+n.name+"\ns2\n" {
@@ -269,10 +308,14 @@ func TestFleet(t *testing.T) {
 				t.Fatalf("streamed exec in s2 through %s = %+v, %q, %v", n.name, res, streamed.String(), err)
 			}
 		}
-		// The WebSocket PTY, through n2.
-		sh, err := n2.c.Shell(bg, "s2", client.ShellOptions{})
+		// The WebSocket PTY, through a node that does not own s2.
+		via := n0
+		if owner(t, "s2") == n0 {
+			via = n1
+		}
+		sh, err := via.c.Shell(bg, "s2", client.ShellOptions{})
 		if err != nil {
-			t.Fatalf("shell in s2 through n2: %v", err)
+			t.Fatalf("shell in s2 through %s: %v", via.name, err)
 		}
 		defer sh.Close()
 		if _, err := sh.Write([]byte("echo pty-$((6*7))\n")); err != nil {
@@ -289,7 +332,7 @@ func TestFleet(t *testing.T) {
 			}
 		}
 		if !strings.Contains(out.String(), "pty-42") {
-			t.Fatalf("shell through n2 printed %q", out.String())
+			t.Fatalf("shell through %s printed %q", via.name, out.String())
 		}
 		// A client cannot pose as a fleet node.
 		req, _ := http.NewRequest("GET", n1.url+"/v1/sessions/s2", nil)
@@ -304,58 +347,111 @@ func TestFleet(t *testing.T) {
 		}
 	})
 	t.Run("RestartWithinGrace", func(t *testing.T) {
-		n1.kill()
-		f.start(n1)
-		res, err := n1.c.Exec(bg, "s2", &api.ExecRequest{Command: "echo still here"})
-		if err != nil || strings.TrimSpace(res.Stdout) != "still here" {
-			t.Fatalf("exec in s2 after n1 came back = %+v, %v", res, err)
+		o := owner(t, "s2")
+		o.kill()
+		f.start(o)
+		for _, n := range nodes {
+			res, err := n.c.Exec(bg, "s2", &api.ExecRequest{Command: "echo still here"})
+			if err != nil || strings.TrimSpace(res.Stdout) != "still here" {
+				t.Fatalf("exec in s2 through %s after %s came back = %+v, %v", n.name, o.name, res, err)
+			}
 		}
 	})
 	t.Run("NodeDiesAndIsFenced", func(t *testing.T) {
-		if _, err := n0.c.Exec(bg, "s1", &api.ExecRequest{Command: "echo hi > /tmp/mark"}); err != nil {
-			t.Fatal(err)
+		dead := owner(t, "s1")
+		var other *node
+		for _, n := range nodes {
+			if n != dead {
+				other = n
+			}
 		}
-		n0.kill()
+		var lost []string
+		for i := 1; i <= quota; i++ {
+			if id := fmt.Sprint("s", i); owner(t, id) == dead {
+				lost = append(lost, id)
+			}
+		}
+		dead.kill()
 		died := time.Now()
 		// Through another node, s1 answers 503 (retryable) within the
 		// TTL and a second.
-		eventually(t, ttl+time.Second, "s1 answers 503 through n1", func() bool {
-			_, err := n1.c.GetSession(bg, "s1")
+		eventually(t, ttl+time.Second, "s1 answers 503 through another node", func() bool {
+			_, err := other.c.GetSession(bg, "s1")
 			return status(err) == http.StatusServiceUnavailable
 		})
-		t.Logf("s1 answered 503 through n1 %v after kill -9 (TTL %v)", time.Since(died).Round(time.Millisecond), ttl)
+		eventually(t, ttl+time.Second, dead.name+" leaves the registry", func() bool {
+			ns, err := reg.Nodes(bg)
+			return err == nil && len(ns) == 2
+		})
+		t.Logf("%s's entry gone %v after kill -9 (TTL %v)", dead.name, time.Since(died).Round(time.Millisecond), ttl)
+		if _, err := other.c.GetSession(bg, "s1"); status(err) != http.StatusServiceUnavailable {
+			t.Fatalf("s1 through %s with its owner gone = %v, want 503", other.name, err)
+		}
 		eventually(t, ttl+2*grace+2*time.Second, "s1 declared lost", func() bool {
 			r, err := reg.GetSession(bg, daemon.BootstrapTenant, "s1")
 			return err == nil && r.State == registry.Lost
 		})
-		t.Logf("s1 lost %v after kill -9 (TTL %v + grace %v)", time.Since(died).Round(time.Millisecond), ttl, grace)
-		eventually(t, 2*time.Second, "s1 answers lost through n2", func() bool {
-			_, err := n2.c.GetSession(bg, "s1")
+		t.Logf("%v lost %v after kill -9 (TTL %v + grace %v)", lost, time.Since(died).Round(time.Millisecond), ttl, grace)
+		eventually(t, 2*time.Second, "s1 answers lost", func() bool {
+			_, err := other.c.GetSession(bg, "s1")
 			return status(err) == http.StatusNotFound && strings.Contains(err.Error(), "lost")
 		})
-		// Its quota is back.
-		if err := create(n2, "s4"); err != nil {
-			t.Fatalf("create with the lost session's quota: %v", err)
+		// Their quota is back, and placement skips the dead node.
+		freeNow := func() int {
+			ns, _ := reg.Nodes(bg)
+			free := 0
+			for _, n := range ns {
+				free += n.Free
+			}
+			return free
 		}
-		// n0 returns past its grace: it deletes s1, which the fleet
-		// gave away, and keeps nothing.
-		f.start(n0)
-		eventually(t, 10*time.Second, "n0 fenced s1", func() bool {
-			l, err := n0.c.ListSessions(bg)
-			return err == nil && len(l) == 0
+		free := freeNow()
+		for _, id := range lost {
+			if err := create(other, "re-"+id); err != nil {
+				t.Fatalf("create with a lost session's quota: %v", err)
+			}
+			if o := owner(t, "re-"+id); o == dead {
+				t.Fatalf("re-%s placed on the dead node", id)
+			}
+			free--
+			eventually(t, 3*time.Second, "free capacity published", func() bool { return freeNow() == free })
+		}
+		// The dead node returns past its grace: it deletes what the
+		// fleet gave away and keeps nothing.
+		f.start(dead)
+		eventually(t, 10*time.Second, dead.name+" fenced its lost sessions", func() bool {
+			l, err := dead.c.ListSessions(bg)
+			if err != nil {
+				return false
+			}
+			for _, s := range l {
+				if r, err := reg.GetSession(bg, daemon.BootstrapTenant, s.ID); err != nil || r.Node != dead.name {
+					return false
+				}
+			}
+			return true
 		})
+		for _, id := range lost {
+			if err := other.c.DeleteSession(bg, id); err != nil {
+				t.Errorf("delete lost record %s: %v", id, err)
+			}
+		}
 	})
 	t.Run("Cleanup", func(t *testing.T) {
-		for _, c := range []struct {
-			n  *node
-			id string
-		}{{n1, "s2"}, {n2, "s3"}, {n2, "s4"}} {
-			if err := c.n.c.DeleteSession(bg, c.id); err != nil {
-				t.Errorf("delete %s: %v", c.id, err)
+		all, err := reg.Snapshot(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range all.Sessions {
+			if err := n0.c.DeleteSession(bg, r.ID); err != nil {
+				t.Errorf("delete %s through n0: %v", r.ID, err)
 			}
 		}
 		if u, err := reg.Usage(bg, daemon.BootstrapTenant); err != nil || u != 0 {
 			t.Errorf("usage after deleting everything = %d, %v; want 0", u, err)
+		}
+		if all, _ := reg.Snapshot(bg); len(all.Sessions) != 0 {
+			t.Errorf("records left: %+v", all.Sessions)
 		}
 	})
 	for _, n := range nodes {
