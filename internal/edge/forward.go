@@ -92,8 +92,12 @@ func forwardedIdentity(ctx context.Context) *auth.Identity {
 
 // sign returns the header value for the caller who, for r.
 func sign(secret []byte, who *auth.Identity, r *http.Request, from string) string {
-	b, _ := json.Marshal(forwarded{Tenant: who.Tenant, KeyID: who.KeyID, Subject: who.Subject, Admin: who.Admin, Method: who.Method,
+	return encode(secret, forwarded{Tenant: who.Tenant, KeyID: who.KeyID, Subject: who.Subject, Admin: who.Admin, Method: who.Method,
 		Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix()})
+}
+
+func encode(secret []byte, f forwarded) string {
+	b, _ := json.Marshal(f)
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(b)
 	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
@@ -288,7 +292,7 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 					}
 				},
 				ModifyResponse: func(resp *http.Response) error {
-					if resp.StatusCode == http.StatusMisdirectedRequest && retry && attempt == 1 {
+					if resp.StatusCode == http.StatusMisdirectedRequest {
 						resp.Body.Close()
 						misdirected = true
 						return errMisdirected
@@ -306,9 +310,21 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			if !misdirected {
 				return
 			}
+			if !retry || attempt > 1 {
+				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s: fleet node %s no longer has it and the route has not caught up; try again", id, o.Node))
+				return
+			}
 			// Give the watch a moment to bring the new route.
 			time.Sleep(200 * time.Millisecond)
-			if o = f.Locate(who.Tenant, id); !o.Known || o.Here || !o.Alive || o.Lost {
+			if o = f.Locate(who.Tenant, id); o.Known && o.Here {
+				// The session came here meanwhile.
+				if body != nil {
+					r.Body = io.NopCloser(bytes.NewReader(body))
+				}
+				next.ServeHTTP(w, r)
+				return
+			}
+			if !o.Known || !o.Alive || o.Lost {
 				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s moved while its request was forwarded; try again", id))
 				return
 			}
