@@ -28,6 +28,13 @@ import (
 // refused as unauthenticated.
 const ForwardHeader = "Warren-Forwarded"
 
+// SessionHeader names the session a gRPC or Connect call acts on. The id
+// is inside the call's message, which the edge does not decode; a client
+// of a fleet sets this header (gRPC metadata warren-session) so that any
+// node can route the call to the session's owner. A call without it is
+// served by the node that receives it.
+const SessionHeader = "Warren-Session"
+
 // forwardTTL bounds a forwarded request's signature: the hop takes
 // milliseconds; the rest allows for clock skew between nodes.
 const forwardTTL = 30 * time.Second
@@ -63,7 +70,8 @@ type Forwarding struct {
 	ForgetLost func(ctx context.Context, tenant, id string) error
 	// Node is this node's name (in the signed caller, for the logs).
 	Node string
-	// Transport carries forwarded requests (http.DefaultTransport if nil).
+	// Transport carries forwarded requests (if nil: HTTP/1.1, and h2c for
+	// requests that came in over HTTP/2, such as gRPC).
 	Transport http.RoundTripper
 }
 
@@ -148,7 +156,8 @@ var errMisdirected = errors.New("misdirected")
 
 // Forward routes requests for sessions this node does not own to their
 // owner, below every transport that names the session in its path (REST,
-// SSE, the WebSocket PTY, the port proxy). It authenticates the caller
+// SSE, the WebSocket PTY, the port proxy) or in SessionHeader (gRPC and
+// Connect). It authenticates the caller
 // itself only to learn the tenant; a request for a session of this node,
 // or one the fleet does not know, goes to next untouched (and is admitted
 // there as always). A forwarded request that reaches a node which no
@@ -157,10 +166,18 @@ var errMisdirected = errors.New("misdirected")
 func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 	tr := f.Transport
 	if tr == nil {
-		tr = http.DefaultTransport
+		tr = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	}
+	// gRPC needs HTTP/2 to the owner too: in cleartext, as the daemon
+	// serves it (h2c).
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	h2c := &http.Transport{Proxy: nil, Protocols: &h2, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := SessionOfPath(r.URL.Path)
+		if h := r.Header.Get(SessionHeader); id == "" && h != "" && strings.HasPrefix(r.URL.Path, "/warren.v1.") {
+			id = h
+		}
 		create := r.Method == http.MethodPost && r.URL.Path == "/v1/sessions" && f.Place != nil
 		if id == "" && !create {
 			next.ServeHTTP(w, r)
@@ -277,8 +294,12 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				e.WriteError(w, r, errdefs.New(errdefs.ErrUnavailable, "fleet node %s has a bad address %q", o.Node, o.Addr))
 				return
 			}
+			rt := tr
+			if r.ProtoMajor == 2 && f.Transport == nil {
+				rt = h2c
+			}
 			rp := &httputil.ReverseProxy{
-				Transport:     tr,
+				Transport:     rt,
 				FlushInterval: -1, // SSE and streams pass through as they come
 				Rewrite: func(pr *httputil.ProxyRequest) {
 					pr.SetURL(target)

@@ -15,7 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/warrenhq/warren/api"
+	warrenv1 "github.com/warrenhq/warren/api/gen/warren/v1"
+	"github.com/warrenhq/warren/api/gen/warren/v1/warrenv1connect"
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/daemon"
 	"github.com/warrenhq/warren/internal/fleet/etcdmember"
@@ -37,7 +41,7 @@ const (
 type node struct {
 	name, dataDir, parent string
 	cmd                   *exec.Cmd
-	url                   string
+	url, key              string
 	c                     *client.Client
 	exited                chan struct{}
 	err                   error
@@ -46,7 +50,7 @@ type node struct {
 }
 
 type fleetT struct {
-	t         *testing.T
+	t         testing.TB
 	endpoints string
 	prefix    string
 	logf      *os.File
@@ -59,7 +63,7 @@ func (f *fleetT) start(n *node) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--data-dir", n.dataDir,
 		"--cgroup-parent", n.parent, "--cgroup-favor-dynmods=false", "--shutdown", "destroy", "--log-format", "json",
-		"--pool-size", "0", "--tenant-max-sessions", fmt.Sprint(quota), "--max-sessions", fmt.Sprint(capacity),
+		"--pool-size", "0", "--tenant-max-sessions", fmt.Sprint(quota), "--max-sessions", fmt.Sprint(capacity), "--rate-limit", "0",
 		"--fleet-etcd", f.endpoints, "--fleet-node", n.name, "--fleet-prefix", f.prefix,
 		"--fleet-node-ttl", ttl.String(), "--fleet-lost-grace", grace.String())
 	cmd.Env = append(os.Environ(), "WARREN_LISTEN=", "WARREN_DATA_DIR=")
@@ -102,7 +106,8 @@ func (f *fleetT) start(n *node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.c = client.New(n.url, client.WithToken(strings.TrimSpace(string(key))))
+	n.key = strings.TrimSpace(string(key))
+	n.c = client.New(n.url, client.WithToken(n.key))
 	// A node takes creates once it compared its sessions with the
 	// registry (and fenced what the fleet gave away); until then a
 	// create answers 503.
@@ -133,7 +138,7 @@ func (n *node) kill() {
 	n.killed = true
 }
 
-func (n *node) stop(t *testing.T) {
+func (n *node) stop(t testing.TB) {
 	n.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-n.exited:
@@ -146,7 +151,7 @@ func (n *node) stop(t *testing.T) {
 	}
 }
 
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -172,47 +177,7 @@ func status(err error) int {
 // fleet-wide quota of three sessions.
 func TestFleet(t *testing.T) {
 	testutil.RequiresRoot(t)
-	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
-	cluster, err := etcdmember.StartCluster(ctx, t.TempDir(), 3)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Cleanups run last first: the cluster outlives the daemons' stop.
-	t.Cleanup(cluster.Close)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "daemons.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fleetT{t: t, endpoints: strings.Join(cluster.Endpoints(), ","), prefix: fmt.Sprintf("/fleet%d/", os.Getpid()), logf: logf}
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: cluster.Endpoints(), Prefix: f.prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	var nodes []*node
-	for i := range 3 {
-		n := &node{name: fmt.Sprint("n", i), dataDir: testutil.TraversableDir(t),
-			parent: fmt.Sprintf("%s%d-fleet%d", testutil.TestCgroupPrefix, os.Getpid(), i)}
-		testutil.CheckLeaks(t, n.parent, filepath.Join(n.dataDir, "sessions"))
-		nodes = append(nodes, n)
-	}
-	// Whatever happened, every node ends with a stop that deletes its
-	// sessions (--shutdown destroy); a node the test killed is started
-	// again for that, since its sandboxes outlived it.
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			if n.killed {
-				f.start(n)
-			}
-			if n.running() {
-				n.stop(t)
-			}
-		}
-	})
-	for _, n := range nodes {
-		f.start(n)
-	}
+	f, nodes, reg := newFleet(t, 3)
 	n0, n1, n2 := nodes[0], nodes[1], nodes[2]
 	listed, err := reg.Nodes(bg)
 	if err != nil || len(listed) != 3 {
@@ -306,6 +271,31 @@ func TestFleet(t *testing.T) {
 			})
 			if err != nil || res.ExitCode != 0 || !strings.Contains(streamed.String(), "stdout:one") || !strings.Contains(streamed.String(), "stderr:two") {
 				t.Fatalf("streamed exec in s2 through %s = %+v, %q, %v", n.name, res, streamed.String(), err)
+			}
+		}
+		// gRPC (h2c) and Connect, routed by the warren-session header.
+		var h2 http.Protocols
+		h2.SetUnencryptedHTTP2(true)
+		h2c := &http.Client{Transport: &http.Transport{Protocols: &h2}}
+		for _, n := range nodes {
+			key := n.key
+			hdr := connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+				return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+					req.Header().Set("Authorization", "Bearer "+key)
+					req.Header().Set("Warren-Session", "s2")
+					return next(ctx, req)
+				}
+			}))
+			for _, p := range []struct {
+				name   string
+				client *http.Client
+				opts   []connect.ClientOption
+			}{{"grpc", h2c, []connect.ClientOption{hdr, connect.WithGRPC()}}, {"connect", http.DefaultClient, []connect.ClientOption{hdr}}} {
+				execs := warrenv1connect.NewExecServiceClient(p.client, n.url, p.opts...)
+				res, err := execs.Exec(bg, connect.NewRequest(&warrenv1.ExecRequest{SessionId: "s2", Command: "hostname"}))
+				if err != nil || res.Msg.GetStdout() != "s2\n" {
+					t.Fatalf("%s Exec in s2 through %s = %v, %v", p.name, n.name, res, err)
+				}
 			}
 		}
 		// The WebSocket PTY, through a node that does not own s2.
@@ -460,4 +450,51 @@ func TestFleet(t *testing.T) {
 	if ns, err := reg.Nodes(bg); err != nil || len(ns) != 0 {
 		t.Errorf("nodes after every daemon stopped = %+v, %v; want none (a stop leaves at once)", ns, err)
 	}
+}
+
+// newFleet starts 3 etcd members and count daemons over them, and stops
+// everything when tb ends.
+func newFleet(t testing.TB, count int) (*fleetT, []*node, *etcdreg.Registry) {
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	cluster, err := etcdmember.StartCluster(ctx, t.TempDir(), 3)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last first: the cluster outlives the daemons' stop.
+	t.Cleanup(cluster.Close)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "daemons.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fleetT{t: t, endpoints: strings.Join(cluster.Endpoints(), ","), prefix: fmt.Sprintf("/fleet%d/", os.Getpid()), logf: logf}
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: cluster.Endpoints(), Prefix: f.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	var nodes []*node
+	for i := range count {
+		n := &node{name: fmt.Sprint("n", i), dataDir: testutil.TraversableDir(t),
+			parent: fmt.Sprintf("%s%d-fleet%d", testutil.TestCgroupPrefix, os.Getpid(), i)}
+		testutil.CheckLeaks(t, n.parent, filepath.Join(n.dataDir, "sessions"))
+		nodes = append(nodes, n)
+	}
+	// Whatever happened, every node ends with a stop that deletes its
+	// sessions (--shutdown destroy); a node the test killed is started
+	// again for that, since its sandboxes outlived it.
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n.killed {
+				f.start(n)
+			}
+			if n.running() {
+				n.stop(t)
+			}
+		}
+	})
+	for _, n := range nodes {
+		f.start(n)
+	}
+	return f, nodes, reg
 }
