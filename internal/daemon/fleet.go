@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/fleet"
 	"github.com/warrenhq/warren/internal/fleet/etcdmember"
@@ -69,19 +70,8 @@ func (d *Daemon) startFleet(ctx context.Context) error {
 			endpoints = []string{clientURL}
 		}
 	}
-	rc := etcdreg.Config{Endpoints: endpoints, Prefix: fc.Prefix, ElectionTTL: fc.NodeTTL}
 	var err error
-	if rc.TLS, err = etcdTLS(fc.EtcdCAFile, fc.EtcdCertFile, fc.EtcdKeyFile, endpoints); err != nil {
-		return err
-	}
-	if fc.EtcdUsername != "" {
-		b, err := os.ReadFile(fc.EtcdPasswordFile)
-		if err != nil {
-			return fmt.Errorf("fleet.etcd_password_file: %w", err)
-		}
-		rc.Username, rc.Password = fc.EtcdUsername, strings.TrimSpace(string(b))
-	}
-	if f.reg, err = etcdreg.New(rc); err != nil {
+	if f.reg, err = openRegistry(fc, endpoints); err != nil {
 		return err
 	}
 	f.node, err = fleet.Join(ctx, fleet.Config{Registry: f.reg, Name: name, Addr: addr, Capacity: d.cfg.Session.MaxSessions,
@@ -182,6 +172,40 @@ func (d *Daemon) closeFleet() {
 	if f.member != nil {
 		f.member.Close()
 	}
+}
+
+// FleetRegistry connects to the registry the fleet settings of cfg name,
+// for the commands that read or change it without a daemon (warren node).
+func FleetRegistry(cfg config.Config) (*etcdreg.Registry, error) {
+	fc := cfg.Fleet
+	endpoints := fc.Etcd
+	if len(endpoints) == 0 && fc.Embedded {
+		endpoints = []string{fc.ClientURL}
+		if fc.ClientURL == "" {
+			endpoints = []string{"http://127.0.0.1:2379"}
+		}
+	}
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("no fleet configured: give --fleet-etcd (or the daemon's --config)")
+	}
+	return openRegistry(fc, endpoints)
+}
+
+// openRegistry connects to etcd at endpoints with fc's TLS and auth.
+func openRegistry(fc config.Fleet, endpoints []string) (*etcdreg.Registry, error) {
+	rc := etcdreg.Config{Endpoints: endpoints, Prefix: fc.Prefix, ElectionTTL: fc.NodeTTL}
+	var err error
+	if rc.TLS, err = etcdTLS(fc.EtcdCAFile, fc.EtcdCertFile, fc.EtcdKeyFile, endpoints); err != nil {
+		return nil, err
+	}
+	if fc.EtcdUsername != "" {
+		b, err := os.ReadFile(fc.EtcdPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("fleet.etcd_password_file: %w", err)
+		}
+		rc.Username, rc.Password = fc.EtcdUsername, strings.TrimSpace(string(b))
+	}
+	return etcdreg.New(rc)
 }
 
 // etcdTLS builds the TLS configuration for etcd from the settings' files;
