@@ -18,7 +18,7 @@ import (
 //	go test -run '^$' -bench Exec -benchtime 2000x ./test/fleet/
 func BenchmarkExec(b *testing.B) {
 	testutil.RequiresRoot(b)
-	_, nodes, reg := newFleet(b, 2)
+	_, nodes, reg := newFleet(b, 2, embeddedEtcd(b))
 	if _, err := nodes[0].c.CreateSession(bg, &api.CreateSessionRequest{ID: "bench"}); err != nil {
 		b.Fatal(err)
 	}

@@ -175,9 +175,27 @@ func status(err error) int {
 
 // TestFleet: three daemons over three etcd members, one tenant with a
 // fleet-wide quota of three sessions.
+// TestFleet runs the fleet over three etcd members embedded in the test
+// (go.etcd.io/etcd/server, the version the daemon embeds).
 func TestFleet(t *testing.T) {
 	testutil.RequiresRoot(t)
-	f, nodes, reg := newFleet(t, 3)
+	testFleet(t, embeddedEtcd(t))
+}
+
+// TestFleetDebianEtcd runs the same over Debian's etcd-server (3.4) as
+// three processes of their own, the second profile: an older etcd that
+// operators run from their distribution.
+func TestFleetDebianEtcd(t *testing.T) {
+	testutil.RequiresRoot(t)
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Skip("no etcd binary on PATH: install Debian's etcd-server (apt-get install etcd-server) to run the fleet against it")
+	}
+	testFleet(t, processEtcd(t, bin))
+}
+
+func testFleet(t *testing.T, endpoints []string) {
+	f, nodes, reg := newFleet(t, 3, endpoints)
 	n0, n1, n2 := nodes[0], nodes[1], nodes[2]
 	listed, err := reg.Nodes(bg)
 	if err != nil || len(listed) != 3 {
@@ -452,23 +470,70 @@ func TestFleet(t *testing.T) {
 	}
 }
 
-// newFleet starts 3 etcd members and count daemons over them, and stops
-// everything when tb ends.
-func newFleet(t testing.TB, count int) (*fleetT, []*node, *etcdreg.Registry) {
+// embeddedEtcd starts three etcd members in the test process; they stop
+// when t ends, after the daemons (cleanups run last first).
+func embeddedEtcd(t testing.TB) []string {
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
 	cluster, err := etcdmember.StartCluster(ctx, t.TempDir(), 3)
-	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Cleanups run last first: the cluster outlives the daemons' stop.
 	t.Cleanup(cluster.Close)
+	return cluster.Endpoints()
+}
+
+// processEtcd starts three etcd processes of bin on loopback and waits
+// until they answer; they are killed when t ends.
+func processEtcd(t testing.TB, bin string) []string {
+	var initial, clients []string
+	for i := range 3 {
+		pp, err1 := etcdmember.FreePort()
+		cp, err2 := etcdmember.FreePort()
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		initial = append(initial, fmt.Sprintf("e%d=http://127.0.0.1:%d", i, pp))
+		clients = append(clients, fmt.Sprintf("http://127.0.0.1:%d", cp))
+	}
+	dir := t.TempDir()
+	for i := range 3 {
+		peer := strings.SplitN(initial[i], "=", 2)[1]
+		cmd := exec.Command(bin, "--name", fmt.Sprint("e", i), "--data-dir", filepath.Join(dir, fmt.Sprint("e", i)),
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--listen-client-urls", clients[i], "--advertise-client-urls", clients[i],
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", fmt.Sprint("warren-test-", os.Getpid()),
+			"--initial-cluster-state", "new", "--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "error")
+		cmd.Env = []string{"PATH=/usr/bin:/bin"} // no ETCD_* from the host's environment
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+	}
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: clients})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	eventually(t, 30*time.Second, "etcd processes answer", func() bool {
+		res, err := reg.Ping(bg)
+		return err == nil && res.Endpoints == 3 && res.Leader != ""
+	})
+	return clients
+}
+
+// newFleet starts count daemons over the etcd at endpoints, and stops
+// them when tb ends.
+func newFleet(t testing.TB, count int, endpoints []string) (*fleetT, []*node, *etcdreg.Registry) {
 	logf, err := os.Create(filepath.Join(t.TempDir(), "daemons.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fleetT{t: t, endpoints: strings.Join(cluster.Endpoints(), ","), prefix: fmt.Sprintf("/fleet%d/", os.Getpid()), logf: logf}
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: cluster.Endpoints(), Prefix: f.prefix})
+	f := &fleetT{t: t, endpoints: strings.Join(endpoints, ","), prefix: fmt.Sprintf("/fleet%d-%d/", os.Getpid(), time.Now().UnixNano()), logf: logf}
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: endpoints, Prefix: f.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
