@@ -112,6 +112,7 @@ func (d *Daemon) fleetRecovered() {
 	}
 	f := d.fleet
 	f.manager.Store(d.manager)
+	d.metrics.Registry().MustRegister(f.node.Collector())
 	go func() {
 		if err := f.node.Reconcile(context.Background(), d.store, d.manager.Delete); err != nil {
 			d.log.Error("comparing this node's sessions with the fleet's registry failed; it takes no new sessions", "error", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -259,6 +260,28 @@ func testFleet(t *testing.T, endpoints []string) {
 				t.Errorf("%s holds %d sessions, over its capacity %d", n, c, capacity)
 			}
 		}
+	})
+	t.Run("Metrics", func(t *testing.T) {
+		wants := []string{"warren_fleet_registered 1", `warren_fleet_nodes{state="ready"} 3`,
+			fmt.Sprintf(`warren_fleet_sessions{state="live"} %d`, quota), fmt.Sprintf("warren_fleet_free_sessions %d", 3*capacity-quota)}
+		var b []byte
+		// n1's cache follows the registry's watch: give it a moment.
+		eventually(t, 3*time.Second, "fleet gauges on n1", func() bool {
+			req, _ := http.NewRequest("GET", n1.url+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer "+n1.key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			b, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, want := range wants {
+				if !strings.Contains(string(b), want+"\n") {
+					return false
+				}
+			}
+			return true
+		})
 	})
 	t.Run("IdsAndQuotaAreFleetWide", func(t *testing.T) {
 		// The same id through another node is the same session (200).
