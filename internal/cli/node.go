@@ -3,13 +3,16 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/daemon"
+	"github.com/warrenhq/warren/internal/doctor"
 	"github.com/warrenhq/warren/internal/fleet/registry"
 )
 
@@ -190,4 +193,22 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// fleetChecks are doctor's checks of the fleet's registry, none when cfg
+// configures no fleet.
+func fleetChecks(ctx context.Context, cfg config.Config) []doctor.Check {
+	if !cfg.Fleet.Enabled() {
+		return nil
+	}
+	reg, err := daemon.FleetRegistry(cfg)
+	if err != nil {
+		return []doctor.Check{{Name: "fleet: etcd client", Required: true, Detail: err.Error(), Fix: "fix the fleet settings; docs/FLEET.md"}}
+	}
+	defer reg.Close()
+	hc := &http.Client{Timeout: 3 * time.Second}
+	if tc := reg.TLSConfig(); tc != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: tc}
+	}
+	return doctor.CheckFleet(ctx, reg, reg.Client().Endpoints(), hc)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/fleet/etcdmember"
 	"github.com/warrenhq/warren/internal/fleet/etcdreg"
 	"github.com/warrenhq/warren/internal/fleet/registry"
@@ -75,6 +76,17 @@ func TestNodeCommands(t *testing.T) {
 	}
 	if nodes, _ := reg.Nodes(ctx); nodes[0].Draining {
 		t.Fatal("still draining after undrain")
+	}
+	// doctor's fleet checks: etcd answers with a leader, the clocks agree.
+	cfg := config.Default()
+	cfg.Fleet.Etcd = []string{ep}
+	checks := fleetChecks(ctx, cfg)
+	if len(checks) != 2 || !checks[0].OK || !strings.Contains(checks[0].Detail, "leader") || !checks[1].OK || !strings.Contains(checks[1].Detail, "from ours") {
+		t.Fatalf("fleet checks = %+v", checks)
+	}
+	cfg.Fleet.Etcd = []string{"http://127.0.0.1:1"}
+	if checks := fleetChecks(ctx, cfg); checks[0].OK || !checks[0].Required || checks[len(checks)-1].OK {
+		t.Fatalf("fleet checks against nothing = %+v", checks)
 	}
 	// Without a fleet the command says what is missing.
 	var errBuf bytes.Buffer

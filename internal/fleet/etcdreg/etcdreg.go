@@ -77,6 +77,7 @@ type Config struct {
 // Registry is the etcd implementation of registry.Registry.
 type Registry struct {
 	cli         *clientv3.Client
+	tls         *tls.Config
 	p           string
 	electionTTL int
 	lostTTL     int64
@@ -117,8 +118,14 @@ func New(cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "fleet: etcd client: %w", err)
 	}
-	return NewFromClient(cli, cfg), nil
+	r := NewFromClient(cli, cfg)
+	r.tls = cfg.TLS
+	return r, nil
 }
+
+// TLSConfig is the TLS configuration the registry reaches etcd with (nil:
+// cleartext), for other requests to the same endpoints (doctor's).
+func (r *Registry) TLSConfig() *tls.Config { return r.tls }
 
 // NewFromClient wraps a client the caller made; Close closes it.
 func NewFromClient(cli *clientv3.Client, cfg Config) *Registry {
