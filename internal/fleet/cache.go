@@ -46,7 +46,7 @@ func (c *Cache) run(ctx context.Context) {
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
+			backoff = min(2*backoff, time.Second)
 			continue
 		}
 		backoff = 100 * time.Millisecond

@@ -496,6 +496,10 @@ func testFleet(t *testing.T, endpoints []string) {
 // embeddedEtcd starts three etcd members in the test process; they stop
 // when t ends, after the daemons (cleanups run last first).
 func embeddedEtcd(t testing.TB) []string {
+	return embeddedCluster(t).Endpoints()
+}
+
+func embeddedCluster(t testing.TB) *etcdmember.Cluster {
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
 	cluster, err := etcdmember.StartCluster(ctx, t.TempDir(), 3)
@@ -503,7 +507,7 @@ func embeddedEtcd(t testing.TB) []string {
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Close)
-	return cluster.Endpoints()
+	return cluster
 }
 
 // processEtcd starts three etcd processes of bin on loopback and waits
@@ -585,4 +589,88 @@ func newFleet(t testing.TB, count int, endpoints []string) (*fleetT, []*node, *e
 		f.start(n)
 	}
 	return f, nodes, reg
+}
+
+// TestFleetEtcdFailures: etcd's leader stops, then two of its three
+// members: the daemons keep running and serving their sessions (through
+// other nodes too, from their cached routes), creates answer 503 at once
+// while there is no quorum, and everything works again once it is back.
+func TestFleetEtcdFailures(t *testing.T) {
+	testutil.RequiresRoot(t)
+	cluster := embeddedCluster(t)
+	_, nodes, reg := newFleet(t, 2, cluster.Endpoints())
+	n0, n1 := nodes[0], nodes[1]
+	if _, err := n0.c.CreateSession(bg, &api.CreateSessionRequest{ID: "q1"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := reg.GetSession(bg, daemon.BootstrapTenant, "q1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("q1 is on %s", r.Node)
+
+	leader := cluster.Leader()
+	cluster.Stop(leader)
+	stopped := time.Now()
+	eventually(t, 2*time.Second, "creates after the leader stopped", func() bool {
+		_, err := n1.c.CreateSession(bg, &api.CreateSessionRequest{ID: "after-leader"})
+		return err == nil
+	})
+	t.Logf("creates resumed %v after etcd's leader stopped", time.Since(stopped).Round(time.Millisecond))
+	if err := cluster.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+
+	// Quorum lost: two of three members down.
+	down := []int{(leader + 1) % 3, (leader + 2) % 3}
+	for _, i := range down {
+		cluster.Stop(i)
+	}
+	start := time.Now()
+	_, err = n0.c.CreateSession(bg, &api.CreateSessionRequest{ID: "no-quorum"})
+	if status(err) != http.StatusServiceUnavailable {
+		t.Fatalf("create without quorum = %v, want 503", err)
+	}
+	t.Logf("create without quorum answered 503 in %v", time.Since(start).Round(time.Millisecond))
+	// At once when the member reached already knows it has no leader,
+	// else within the registry's call timeout (3 s).
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("create without quorum took %v to answer", d)
+	}
+	// Sessions keep serving, through either node, for longer than a TTL.
+	deadline := time.Now().Add(ttl + time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			res, err := n.c.Exec(bg, "q1", &api.ExecRequest{Command: "echo ok"})
+			if err != nil || res.Stdout != "ok\n" {
+				t.Fatalf("exec in q1 through %s without quorum = %+v, %v", n.name, res, err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, n := range nodes {
+		if !n.running() {
+			t.Fatalf("%s exited without quorum: %v", n.name, n.err)
+		}
+	}
+	for _, i := range down {
+		if err := cluster.Restart(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 15*time.Second, "creates after quorum is back", func() bool {
+		_, err := n0.c.CreateSession(bg, &api.CreateSessionRequest{ID: "back"})
+		return err == nil
+	})
+	// n0's routes come back with its cache's next snapshot after the
+	// outage: a session placed on n1 meanwhile may need a moment.
+	for _, id := range []string{"q1", "after-leader", "back"} {
+		eventually(t, 5*time.Second, "delete "+id+" through n0", func() bool {
+			return n0.c.DeleteSession(bg, id) == nil
+		})
+	}
+	eventually(t, 5*time.Second, "usage back to 0", func() bool {
+		u, err := reg.Usage(bg, daemon.BootstrapTenant)
+		return err == nil && u == 0
+	})
 }

@@ -84,12 +84,12 @@ type Registry struct {
 	opTimeout   time.Duration
 }
 
-// bound gives ctx the registry's op timeout unless it has a deadline.
+// bound gives a call the registry's op timeout (or ctx's deadline, if
+// sooner) and asks etcd to refuse it at once when the member it reaches has
+// no leader: without a quorum a call answers unavailable promptly instead
+// of waiting for etcd's own request timeout.
 func (r *Registry) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, r.opTimeout)
+	return context.WithTimeout(clientv3.WithRequireLeader(ctx), r.opTimeout)
 }
 
 var _ registry.Registry = (*Registry)(nil)
