@@ -184,7 +184,14 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			return
 		}
 		if v := r.Header.Get(ForwardHeader); v != "" {
-			who, from, err := verify(f.Secret(), v, r)
+			secret := f.Secret()
+			if secret == nil {
+				// Just started, the registry not answering yet: the
+				// sender may try again in a moment.
+				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this fleet node cannot check forwarded requests yet (no fleet secret)"))
+				return
+			}
+			who, from, err := verify(secret, v, r)
 			if err != nil {
 				e.WriteError(w, r, err)
 				return
