@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -298,6 +300,36 @@ func testFleet(t *testing.T, endpoints []string) {
 			}
 		}
 	})
+	t.Run("LastSlotRace", func(t *testing.T) {
+		// The tenant holds 5 of 5; one goes, and nine creates race for
+		// its slot through the three nodes: exactly one wins.
+		if err := n0.c.DeleteSession(bg, "s5"); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var wins, refused atomic.Int32
+		for i := range 9 {
+			wg.Go(func() {
+				err := create(nodes[i%3], fmt.Sprint("race", i))
+				switch status(err) {
+				case 0:
+					wins.Add(1)
+				case http.StatusTooManyRequests:
+					refused.Add(1)
+				default:
+					t.Errorf("create race%d: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		if wins.Load() != 1 || refused.Load() != 8 {
+			t.Fatalf("%d creates won and %d were refused, want 1 and 8", wins.Load(), refused.Load())
+		}
+		if u, err := reg.Usage(bg, daemon.BootstrapTenant); err != nil || u != quota {
+			t.Fatalf("usage = %d, %v; want %d", u, err, quota)
+		}
+		settle(t, quota)
+	})
 	t.Run("AnyNodeServesEverySession", func(t *testing.T) {
 		// s2 lives on one node; every node answers for it, REST and SSE.
 		for _, n := range nodes {
@@ -397,9 +429,13 @@ func testFleet(t *testing.T, endpoints []string) {
 			}
 		}
 		var lost []string
-		for i := 1; i <= quota; i++ {
-			if id := fmt.Sprint("s", i); owner(t, id) == dead {
-				lost = append(lost, id)
+		snap, err := reg.Snapshot(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range snap.Sessions {
+			if r.Node == dead.name {
+				lost = append(lost, r.ID)
 			}
 		}
 		dead.kill()

@@ -165,3 +165,38 @@ func ownCluster(t *testing.T) *etcdmember.Cluster {
 	t.Cleanup(c.Close)
 	return c
 }
+
+// TestWatchCompacted: a watch from a revision etcd compacted away ends
+// (its channel closes) instead of missing changes silently; the routing
+// cache then loads a new snapshot.
+func TestWatchCompacted(t *testing.T) {
+	r := open(t, cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	snap, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: fmt.Sprint("c", i), Node: "a"}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Client().Compact(ctx, now.Rev); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range r.Watch(ctx, snap.Rev) {
+		n++
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the watch from a compacted revision did not end")
+	}
+	if n != 0 {
+		t.Fatalf("the watch from a compacted revision sent %d events", n)
+	}
+}
