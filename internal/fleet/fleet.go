@@ -333,7 +333,9 @@ func (n *Node) Reconcile(ctx context.Context, local session.Store, kill func(ctx
 	for {
 		err := n.reconcile(ctx, local, kill)
 		if err == nil {
-			n.reconciled.Store(true)
+			if !n.reconciled.Swap(true) {
+				n.wg.Go(func() { n.fenceLoop(local, kill) })
+			}
 			return nil
 		}
 		if !errdefs.Is(err, errdefs.ErrUnavailable) {
@@ -395,6 +397,49 @@ func (n *Node) reconcile(ctx context.Context, local session.Store, kill func(ctx
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fenceLoop keeps fencing while the node runs: a node that was cut off
+// from the registry for longer than the grace, and is back without a
+// restart, finds its sessions' records Lost in its cache (reloaded on
+// return) and deletes those sessions, as Reconcile does at start. A local
+// session the cache has no record of yet is left alone: it may be a create
+// whose record the watch has not brought yet.
+func (n *Node) fenceLoop(local session.Store, kill func(ctx context.Context, tenant, id string) error) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !n.member.Registered() {
+			continue // the cache may be stale; wait until we see the registry
+		}
+		sessions, err := local.ListSessions(n.ctx, "")
+		if err != nil {
+			continue
+		}
+		for _, s := range sessions {
+			r, ok := n.cache.Lookup(s.Tenant, s.ID)
+			if !ok || (r.Session.State == registry.Live && r.Session.Node == n.cfg.Name) {
+				continue
+			}
+			k := sessionKey{s.Tenant, s.ID}
+			n.log.Warn("deleting a session the fleet gave away while this node was cut off (fencing)", "tenant", s.Tenant, "session_id", s.ID,
+				"state", r.Session.State, "owner", r.Session.Node)
+			n.mu.Lock()
+			n.fencing[k] = true
+			n.mu.Unlock()
+			if err := kill(n.ctx, s.Tenant, s.ID); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+				n.log.Error("fence a session", "tenant", s.Tenant, "session_id", s.ID, "error", err)
+			}
+			n.mu.Lock()
+			delete(n.fencing, k)
+			n.mu.Unlock()
+		}
+	}
 }
 
 // reap campaigns for the reaper role and, while it leads, marks the

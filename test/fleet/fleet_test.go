@@ -2,11 +2,13 @@ package fleet
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,6 +52,8 @@ type node struct {
 	err                   error
 	// killed: the test killed the node, whose sandboxes outlive it.
 	killed bool
+	// etcd, if set, is the node's --fleet-etcd instead of the fleet's.
+	etcd string
 }
 
 type fleetT struct {
@@ -67,7 +71,7 @@ func (f *fleetT) start(n *node) {
 	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--data-dir", n.dataDir,
 		"--cgroup-parent", n.parent, "--cgroup-favor-dynmods=false", "--shutdown", "destroy", "--log-format", "json",
 		"--pool-size", "0", "--tenant-max-sessions", fmt.Sprint(quota), "--max-sessions", fmt.Sprint(capacity), "--rate-limit", "0",
-		"--fleet-etcd", f.endpoints, "--fleet-node", n.name, "--fleet-prefix", f.prefix,
+		"--fleet-etcd", cmp.Or(n.etcd, f.endpoints), "--fleet-node", n.name, "--fleet-prefix", f.prefix,
 		"--fleet-node-ttl", ttl.String(), "--fleet-lost-grace", grace.String())
 	cmd.Env = append(os.Environ(), "WARREN_LISTEN=", "WARREN_DATA_DIR=")
 	stderr, err := cmd.StderrPipe()
@@ -590,7 +594,7 @@ func processEtcd(t testing.TB, bin string) []string {
 
 // newFleet starts count daemons over the etcd at endpoints, and stops
 // them when tb ends.
-func newFleet(t testing.TB, count int, endpoints []string) (*fleetT, []*node, *etcdreg.Registry) {
+func newFleet(t testing.TB, count int, endpoints []string, etcdOf ...func(i int) string) (*fleetT, []*node, *etcdreg.Registry) {
 	logf, err := os.Create(filepath.Join(t.TempDir(), "daemons.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -605,6 +609,9 @@ func newFleet(t testing.TB, count int, endpoints []string) (*fleetT, []*node, *e
 	for i := range count {
 		n := &node{name: fmt.Sprint("n", i), dataDir: testutil.TraversableDir(t),
 			parent: fmt.Sprintf("%s%d-fleet%d", testutil.TestCgroupPrefix, os.Getpid(), i)}
+		if len(etcdOf) > 0 {
+			n.etcd = etcdOf[0](i)
+		}
 		testutil.CheckLeaks(t, n.parent, filepath.Join(n.dataDir, "sessions"))
 		nodes = append(nodes, n)
 	}
@@ -708,5 +715,132 @@ func TestFleetEtcdFailures(t *testing.T) {
 	eventually(t, 5*time.Second, "usage back to 0", func() bool {
 		u, err := reg.Usage(bg, daemon.BootstrapTenant)
 		return err == nil && u == 0
+	})
+}
+
+// cutter is a TCP proxy to etcd endpoints that the test can cut: a node
+// that reaches etcd through it loses etcd while its clients still reach it.
+type cutter struct {
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+// proxy starts a proxy to target and returns its URL.
+func (c *cutter) proxy(t testing.TB, target string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	host := strings.TrimPrefix(target, "http://")
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			if c.cut {
+				c.mu.Unlock()
+				in.Close()
+				continue
+			}
+			out, err := net.Dial("tcp", host)
+			if err != nil {
+				c.mu.Unlock()
+				in.Close()
+				continue
+			}
+			c.conns = append(c.conns, in, out)
+			c.mu.Unlock()
+			go func() { io.Copy(out, in); out.Close() }()
+			go func() { io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// set cuts (true) or restores (false) the proxied connections.
+func (c *cutter) set(cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = cut
+	if cut {
+		for _, conn := range c.conns {
+			conn.Close()
+		}
+		c.conns = nil
+	}
+}
+
+// TestFleetNodeCutOff: a node that loses etcd but not its clients stops
+// taking sessions and keeps serving its own to clients that reach it;
+// the fleet answers 503 for them, then lost after the grace; when the node
+// reaches etcd again it deletes them (fencing) and takes sessions again.
+func TestFleetNodeCutOff(t *testing.T) {
+	testutil.RequiresRoot(t)
+	eps := embeddedEtcd(t)
+	var cut cutter
+	var proxied []string
+	for _, ep := range eps {
+		proxied = append(proxied, cut.proxy(t, ep))
+	}
+	_, nodes, reg := newFleet(t, 2, eps, func(i int) string {
+		if i == 0 {
+			return strings.Join(proxied, ",")
+		}
+		return ""
+	})
+	n0, n1 := nodes[0], nodes[1]
+	// A session on n0: created through n0 until placement puts one there.
+	var id string
+	for i := 0; id == ""; i++ {
+		cand := fmt.Sprint("c", i)
+		if _, err := n0.c.CreateSession(bg, &api.CreateSessionRequest{ID: cand}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := reg.GetSession(bg, daemon.BootstrapTenant, cand); err == nil && r.Node == "n0" {
+			id = cand
+		}
+		if i > 20 {
+			t.Fatal("placement never picked n0")
+		}
+	}
+	cut.set(true)
+	cutAt := time.Now()
+	eventually(t, ttl+2*time.Second, "n0 gone from the registry", func() bool {
+		ns, err := reg.Nodes(bg)
+		return err == nil && len(ns) == 1
+	})
+	t.Logf("n0 gone from the registry %v after the cut", time.Since(cutAt).Round(time.Millisecond))
+	eventually(t, time.Second, id+" through n1 answers 503 while n0 is cut off", func() bool {
+		_, err := n1.c.GetSession(bg, id)
+		return status(err) == http.StatusServiceUnavailable
+	})
+	// n0 still serves its session to a client that reaches it directly,
+	// and takes no new one.
+	if res, err := n0.c.Exec(bg, id, &api.ExecRequest{Command: "echo alive"}); err != nil || res.Stdout != "alive\n" {
+		t.Fatalf("exec in %s on n0 while cut off = %+v, %v", id, res, err)
+	}
+	eventually(t, 5*time.Second, "n0 refuses creates while cut off", func() bool {
+		_, err := n0.c.CreateSession(bg, &api.CreateSessionRequest{ID: "while-cut"})
+		return status(err) == http.StatusServiceUnavailable
+	})
+	eventually(t, 2*grace+2*time.Second, id+" declared lost", func() bool {
+		r, err := reg.GetSession(bg, daemon.BootstrapTenant, id)
+		return err == nil && r.State == registry.Lost
+	})
+	// Back: n0 registers again and, having read that its session was
+	// given away, deletes it (the daemon did not restart: the fencing is
+	// of a live node).
+	cut.set(false)
+	eventually(t, 10*time.Second, "n0 registered again", func() bool {
+		ns, err := reg.Nodes(bg)
+		return err == nil && len(ns) == 2
+	})
+	eventually(t, 10*time.Second, "n0 fenced "+id, func() bool {
+		_, err := n0.c.GetSession(bg, id)
+		return status(err) == http.StatusNotFound
 	})
 }
