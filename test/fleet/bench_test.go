@@ -1,7 +1,10 @@
 package fleet
 
 import (
+	"fmt"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +58,43 @@ func BenchmarkExec(b *testing.B) {
 			}
 			sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 			b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+		})
+	}
+}
+
+// BenchmarkCreate measures creates per second through one node of a fleet
+// of 1 and of 3 (placement spreading them): three clients, each creating
+// and deleting a session in a loop, so that no node passes its capacity.
+//
+//	go test -run '^$' -bench Create -benchtime 60x ./test/fleet/
+func BenchmarkCreate(b *testing.B) {
+	testutil.RequiresRoot(b)
+	for _, size := range []int{1, 3} {
+		b.Run(fmt.Sprint(size, "-nodes"), func(b *testing.B) {
+			_, nodes, _ := newFleet(b, size, embeddedEtcd(b))
+			entry := nodes[0]
+			const clients = 3
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			b.ResetTimer()
+			for c := range clients {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						id := fmt.Sprintf("b%d", c)
+						if _, err := entry.c.CreateSession(bg, &api.CreateSessionRequest{ID: id}); err != nil {
+							b.Errorf("create: %v", err)
+							return
+						}
+						if err := entry.c.DeleteSession(bg, id); err != nil {
+							b.Errorf("delete: %v", err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "creates/s")
 		})
 	}
 }
