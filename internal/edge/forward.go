@@ -156,8 +156,8 @@ var errMisdirected = errors.New("misdirected")
 
 // Forward routes requests for sessions this node does not own to their
 // owner, below every transport that names the session in its path (REST,
-// SSE, the WebSocket PTY, the port proxy) or in SessionHeader (gRPC and
-// Connect). It authenticates the caller
+// SSE, the WebSocket PTY, the port proxy), in SessionHeader (gRPC and
+// Connect) or in an MCP tool call's session_id argument. It authenticates the caller
 // itself only to learn the tenant; a request for a session of this node,
 // or one the fleet does not know, goes to next untouched (and is admitted
 // there as always). A forwarded request that reaches a node which no
@@ -179,7 +179,8 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			id = h
 		}
 		create := r.Method == http.MethodPost && r.URL.Path == "/v1/sessions" && f.Place != nil
-		if id == "" && !create {
+		mcp := r.Method == http.MethodPost && r.URL.Path == "/mcp"
+		if id == "" && !create && !mcp {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -195,6 +196,12 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			if err != nil {
 				e.WriteError(w, r, err)
 				return
+			}
+			if mcp {
+				if id, err = peekMCP(r); err != nil {
+					e.WriteError(w, r, err)
+					return
+				}
 			}
 			if o := f.Locate(who.Tenant, id); id != "" && o.Known && !o.Here {
 				// One hop at most: the sender's route was stale.
@@ -235,7 +242,23 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			return true
 		}
 		var o Owner
-		if create {
+		if mcp {
+			// An MCP tool call names its session in its arguments;
+			// the daemon's MCP is stateless, so any node can serve
+			// any call.
+			if !retry {
+				next.ServeHTTP(w, r)
+				return
+			}
+			var err error
+			if id, err = peekMCP(r); err != nil || id == "" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			body, _ = io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			o = f.Locate(who.Tenant, id)
+		} else if create {
 			if !readBody() {
 				return
 			}
@@ -358,6 +381,31 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			}
 		}
 	})
+}
+
+// peekMCP returns the session_id argument of an MCP tools/call in r's
+// body ("" for any other message), leaving the body to be read again.
+func peekMCP(r *http.Request) (string, error) {
+	if r.ContentLength > maxRetryBody {
+		return "", nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxRetryBody+1))
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return "", errdefs.New(errdefs.ErrInvalidArgument, "read the request body: %v", err)
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Arguments struct {
+				SessionID string `json:"session_id"`
+			} `json:"arguments"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(b, &msg) != nil || msg.Method != "tools/call" {
+		return "", nil
+	}
+	return msg.Params.Arguments.SessionID, nil
 }
 
 func errorBody(code, msg string) any {

@@ -375,6 +375,24 @@ func testFleet(t *testing.T, endpoints []string) {
 				}
 			}
 		}
+		// MCP: a tool call names the session in its arguments.
+		for _, n := range nodes {
+			req, _ := http.NewRequest("POST", n.url+"/mcp", strings.NewReader(
+				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec","arguments":{"session_id":"s2","command":"echo mcp-$((6*7)) on $(hostname)"}}}`))
+			req.Header.Set("Authorization", "Bearer "+n.key)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(b), "mcp-42 on s2") || strings.Contains(string(b), `"isError":true`) {
+				t.Fatalf("MCP exec in s2 through %s = %d %s", n.name, resp.StatusCode, b)
+			}
+		}
 		// The WebSocket PTY, through a node that does not own s2.
 		via := n0
 		if owner(t, "s2") == n0 {
