@@ -129,7 +129,7 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 		return next
 	}
 	n := d.fleet.node
-	return d.edge.Forward(&edge.Forwarding{Node: n.Name(), Secret: n.Secret,
+	return d.edge.Forward(&edge.Forwarding{Node: n.Name(), Secret: n.Secret, PreviewDomain: d.cfg.PreviewDomain,
 		Place: func() edge.Owner {
 			p, ok := n.Place()
 			if !ok {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -68,6 +69,9 @@ type Forwarding struct {
 	// its node is gone, so no node can delete it, and its id is free
 	// again afterwards.
 	ForgetLost func(ctx context.Context, tenant, id string) error
+	// PreviewDomain is the daemon's preview_domain: a request for
+	// {port}-{session}.PreviewDomain is routed by its session ("": none).
+	PreviewDomain string
 	// Node is this node's name (in the signed caller, for the logs).
 	Node string
 	// Transport carries forwarded requests (if nil: HTTP/1.1, and h2c for
@@ -177,6 +181,9 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 		id := SessionOfPath(r.URL.Path)
 		if h := r.Header.Get(SessionHeader); id == "" && h != "" && strings.HasPrefix(r.URL.Path, "/warren.v1.") {
 			id = h
+		}
+		if id == "" && f.PreviewDomain != "" {
+			id = sessionOfPreviewHost(r.Host, f.PreviewDomain)
 		}
 		create := r.Method == http.MethodPost && r.URL.Path == "/v1/sessions" && f.Place != nil
 		mcp := r.Method == http.MethodPost && r.URL.Path == "/mcp"
@@ -381,6 +388,23 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			}
 		}
 	})
+}
+
+// sessionOfPreviewHost returns the session a preview host
+// ({port}-{session}.domain, docs/PORTS.md) names, "" for another host.
+func sessionOfPreviewHost(host, domain string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(domain))
+	if !ok || strings.Contains(label, ".") {
+		return ""
+	}
+	p, id, ok := strings.Cut(label, "-")
+	if !ok || p == "" || strings.Trim(p, "0123456789") != "" {
+		return ""
+	}
+	return id
 }
 
 // peekMCP returns the session_id argument of an MCP tools/call in r's

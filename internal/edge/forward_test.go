@@ -143,3 +143,20 @@ func TestForwardedHeaderCannotBeForged(t *testing.T) {
 		t.Fatal("an expired signature verified")
 	}
 }
+
+func TestSessionOfPreviewHost(t *testing.T) {
+	for _, tc := range []struct{ host, want string }{
+		{"8080-s2.preview.test", "s2"},
+		{"8080-s2.Preview.Test:7433", "s2"},
+		{"8080-my-id.preview.test", "my-id"},
+		{"x80-s2.preview.test", ""},
+		{"-s2.preview.test", ""},
+		{"8080-s2.other.test", ""},
+		{"a.8080-s2.preview.test", ""},
+		{"preview.test", ""},
+	} {
+		if got := sessionOfPreviewHost(tc.host, "preview.test"); got != tc.want {
+			t.Errorf("sessionOfPreviewHost(%q) = %q, want %q", tc.host, got, tc.want)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func (f *fleetT) start(n *node) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--data-dir", n.dataDir,
 		"--cgroup-parent", n.parent, "--cgroup-favor-dynmods=false", "--shutdown", "destroy", "--log-format", "json",
-		"--pool-size", "0", "--tenant-max-sessions", fmt.Sprint(quota), "--max-sessions", fmt.Sprint(capacity), "--rate-limit", "0",
+		"--pool-size", "0", "--tenant-max-sessions", fmt.Sprint(quota), "--max-sessions", fmt.Sprint(capacity), "--rate-limit", "0", "--preview-domain", "preview.test",
 		"--fleet-etcd", cmp.Or(n.etcd, f.endpoints), "--fleet-node", n.name, "--fleet-prefix", f.prefix,
 		"--fleet-node-ttl", ttl.String(), "--fleet-lost-grace", grace.String())
 	cmd.Env = append(os.Environ(), "WARREN_LISTEN=", "WARREN_DATA_DIR=")
@@ -391,6 +391,42 @@ func testFleet(t *testing.T, endpoints []string) {
 			resp.Body.Close()
 			if resp.StatusCode != 200 || !strings.Contains(string(b), "mcp-42 on s2") || strings.Contains(string(b), `"isError":true`) {
 				t.Fatalf("MCP exec in s2 through %s = %d %s", n.name, resp.StatusCode, b)
+			}
+		}
+		// The port proxy by preview host: a server in s2, reached at
+		// 8080-s2.preview.test through every node. Sessions see the
+		// host's /usr, so the host's python3 serves (where it has one).
+		_, noPython := exec.LookPath("python3")
+		if noPython != nil {
+			t.Log("no python3 on this host to serve a port in a session: the preview host's forwarding is not checked here")
+		} else if _, err := n0.c.Exec(bg, "s2", &api.ExecRequest{Command: "cd /tmp && python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 &"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			if noPython != nil {
+				break
+			}
+			var last string
+			ok := false
+			deadline := time.Now().Add(10 * time.Second)
+			for !ok && time.Now().Before(deadline) {
+				req, _ := http.NewRequest("GET", n.url+"/", nil)
+				req.Host = "8080-s2.preview.test"
+				req.Header.Set("Authorization", "Bearer "+n.key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+				ok = resp.StatusCode == 200 && strings.Contains(string(b), "Directory listing")
+				if !ok {
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			if !ok {
+				t.Fatalf("preview host 8080-s2 through %s: %s", n.name, last)
 			}
 		}
 		// The WebSocket PTY, through a node that does not own s2.
