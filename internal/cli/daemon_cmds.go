@@ -255,6 +255,7 @@ daemon cannot run. The data directory and cgroup parent are the daemon's: from
 				return err
 			}
 			checks := doctor.Run(cmd.Context(), doctor.Options{DataDir: cfg.DataDir, CgroupParent: cfg.CgroupParent})
+			checks = append(checks, fleetChecks(cmd.Context(), cfg)...)
 			doctor.Print(cmd.OutOrStdout(), checks)
 			if doctor.Failed(checks) {
 				return exitError{code: 1, msg: "this host cannot run warren yet; see the fixes above"}
@@ -263,7 +264,7 @@ daemon cannot run. The data directory and cgroup parent are the daemon's: from
 			return nil
 		},
 	}
-	cf = addConfigFlags(cmd, "data_dir", "cgroup_parent")
+	cf = addConfigFlags(cmd, append([]string{"data_dir", "cgroup_parent"}, fleetKeys...)...)
 	return cmd
 }
 

@@ -142,6 +142,7 @@ func newRootCommand(a *app) *cobra.Command {
 		newSnapshotCommand(a),
 		newForkCommand(a),
 		newConfigCommand(a),
+		newNodeCommand(a),
 	)
 	return root
 }

@@ -70,6 +70,7 @@ type Config struct {
 	Session       session.Config
 	Auth          Auth
 	Network       Network
+	Fleet         Fleet
 }
 
 // MCPHosts returns MCPAllowedHosts as a list.
@@ -145,6 +146,7 @@ func Default() Config {
 		Shutdown:           ShutdownKeep,
 		Session:            session.DefaultConfig(),
 		Auth:               Auth{JWTTenantClaim: "tenant", RateLimit: 200, RateBurst: 400},
+		Fleet:              Fleet{NodeTTL: 10 * time.Second, LostGrace: 5 * time.Minute, Prefix: "/warren/fleet/"},
 	}
 }
 
@@ -202,6 +204,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("preview_domain: %q is not a domain name (give one such as preview.example.com, without scheme, port, path or wildcard)", d)
 	}
 	if err := c.checkExposure(); err != nil {
+		return err
+	}
+	if err := c.checkFleet(); err != nil {
 		return err
 	}
 	if c.Auth.RateLimit < 0 || c.Auth.RateBurst < 0 {
@@ -322,6 +327,60 @@ func checkDefaultNetwork(mode string, allow []string) error {
 		if _, err := rules.Parse(a); err != nil {
 			return fmt.Errorf("network.default_allow rule %q: %w", a, err)
 		}
+	}
+	return nil
+}
+
+// checkFleet checks the fleet settings when the fleet is on.
+func (c *Config) checkFleet() error {
+	f := &c.Fleet
+	if !f.Enabled() {
+		return nil
+	}
+	if f.NodeTTL < time.Second || f.NodeTTL%time.Second != 0 {
+		return fmt.Errorf("fleet.node_ttl %v: want whole seconds, at least 1s (etcd's leases count seconds)", f.NodeTTL)
+	}
+	if strings.ContainsAny(f.Node, "/ ") {
+		return fmt.Errorf("fleet.node %q: a node name has no slash or space", f.Node)
+	}
+	if !strings.HasPrefix(f.Prefix, "/") {
+		return fmt.Errorf("fleet.prefix %q: want a key prefix such as /warren/fleet/", f.Prefix)
+	}
+	for _, e := range f.Etcd {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("fleet.etcd: %q is not an etcd client URL such as http://10.0.0.7:2379", e)
+		}
+	}
+	if f.Advertise != "" {
+		if u, err := url.Parse(f.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("fleet.advertise: %q is not a base URL such as http://10.0.0.7:7433", f.Advertise)
+		}
+	} else if host, _, _ := net.SplitHostPort(c.Listen); host == "" || net.ParseIP(host).IsUnspecified() {
+		return fmt.Errorf("fleet.advertise: the daemon listens on %s, a wildcard; say which address other nodes reach it at (--fleet-advertise http://HOST:PORT)", c.Listen)
+	}
+	if (f.EtcdCertFile == "") != (f.EtcdKeyFile == "") {
+		return fmt.Errorf("fleet.etcd_cert_file and fleet.etcd_key_file go together")
+	}
+	if (f.EtcdUsername == "") != (f.EtcdPasswordFile == "") {
+		return fmt.Errorf("fleet.etcd_username and fleet.etcd_password_file go together")
+	}
+	if f.Embedded {
+		if len(f.InitialCluster) == 0 {
+			return fmt.Errorf("fleet.etcd_embedded needs fleet.etcd_initial_cluster (name=peer URL of every member)")
+		}
+		for _, m := range f.InitialCluster {
+			name, u, ok := strings.Cut(m, "=")
+			if pu, err := url.Parse(u); !ok || name == "" || err != nil || pu.Host == "" {
+				return fmt.Errorf("fleet.etcd_initial_cluster: %q is not name=http://host:port", m)
+			}
+		}
+		if f.ClientURL != "" {
+			if u, err := url.Parse(f.ClientURL); err != nil || u.Host == "" {
+				return fmt.Errorf("fleet.etcd_client_url: %q is not a URL such as http://10.0.0.7:2379", f.ClientURL)
+			}
+		}
+	} else if len(f.InitialCluster) > 0 || f.ClientURL != "" {
+		return fmt.Errorf("fleet.etcd_initial_cluster and fleet.etcd_client_url configure an embedded member: set fleet.etcd_embedded too")
 	}
 	return nil
 }

@@ -117,7 +117,44 @@ var settings = []Setting{
 	setting("network.default_allow", "network-default-allow", "allow rules of network.default_mode allowlist (names, *.wildcards, IPv4 addresses or CIDRs, each with an optional :port); comma-separated in the flag and environment", func(c *Config) any { return &c.Session.DefaultNetworkAllow }),
 	setting("network.max_connections", "network-max-connections", "cap on each networked session's concurrent connections (0: 1024; negative: no cap), so that one session cannot fill the host's connection tracking table", func(c *Config) any { return &c.Network.MaxConnections }).negativeOK(),
 	setting("network.netns", "network-netns", "path of a network namespace that holds the sessions' uplink (their host-side links, warren's nftables table, the DNS forwarder), such as /run/netns/egress (empty: the daemon's own)", func(c *Config) any { return &c.Network.NetNS }),
+
+	setting("fleet.etcd", "fleet-etcd", "etcd client URLs (http://host:2379) of the fleet's registry: set, the daemon is a node of a fleet (docs/FLEET.md); empty: a single node; comma-separated in the flag and environment", func(c *Config) any { return &c.Fleet.Etcd }),
+	setting("fleet.node", "fleet-node", "this node's name in the fleet (empty: the host name)", func(c *Config) any { return &c.Fleet.Node }),
+	setting("fleet.advertise", "fleet-advertise", "base URL other nodes reach this daemon's API at, such as http://10.0.0.7:7433 (empty: http:// and the listen address, which must then not be a wildcard)", func(c *Config) any { return &c.Fleet.Advertise }),
+	setting("fleet.node_ttl", "fleet-node-ttl", "lease of this node's registry entry: this long after its last renewal the fleet counts the node dead and answers 503 for its sessions (whole seconds)", func(c *Config) any { return &c.Fleet.NodeTTL }),
+	setting("fleet.lost_grace", "fleet-lost-grace", "how long after a node was counted dead its sessions are declared lost, their quota given back, and the node made to delete them if it returns", func(c *Config) any { return &c.Fleet.LostGrace }),
+	setting("fleet.prefix", "fleet-prefix", "etcd key prefix of the fleet's records (two fleets may share one etcd under two prefixes)", func(c *Config) any { return &c.Fleet.Prefix }),
+	setting("fleet.etcd_ca_file", "fleet-etcd-ca-file", "PEM file of the CAs that sign etcd's server certificates (empty: the host's roots, for https endpoints)", func(c *Config) any { return &c.Fleet.EtcdCAFile }),
+	setting("fleet.etcd_cert_file", "fleet-etcd-cert-file", "PEM client certificate presented to etcd (with fleet.etcd_key_file)", func(c *Config) any { return &c.Fleet.EtcdCertFile }),
+	setting("fleet.etcd_key_file", "fleet-etcd-key-file", "PEM key of fleet.etcd_cert_file", func(c *Config) any { return &c.Fleet.EtcdKeyFile }),
+	setting("fleet.etcd_username", "fleet-etcd-username", "etcd user to authenticate as (with fleet.etcd_password_file)", func(c *Config) any { return &c.Fleet.EtcdUsername }),
+	setting("fleet.etcd_password_file", "fleet-etcd-password-file", "file holding fleet.etcd_username's password", func(c *Config) any { return &c.Fleet.EtcdPasswordFile }),
+	setting("fleet.etcd_embedded", "fleet-etcd-embedded", "run an etcd member inside this daemon, one of fleet.etcd_initial_cluster, so three daemons need no separate etcd; its data is in the data directory's etcd/", func(c *Config) any { return &c.Fleet.Embedded }),
+	setting("fleet.etcd_initial_cluster", "fleet-etcd-initial-cluster", "the embedded members as name=peer URL (node names: a=http://10.0.0.7:2380,b=...), the same on every member; comma-separated in the flag and environment", func(c *Config) any { return &c.Fleet.InitialCluster }),
+	setting("fleet.etcd_client_url", "fleet-etcd-client-url", "URL the embedded member serves etcd's clients on (empty: http://127.0.0.1:2379); when fleet.etcd is empty it is this node's only endpoint", func(c *Config) any { return &c.Fleet.ClientURL }),
 }
+
+// Fleet makes the daemon a node of a fleet (package fleet,
+// docs/FLEET.md). It is off while Etcd is empty and Embedded false.
+type Fleet struct {
+	Etcd      []string
+	Node      string
+	Advertise string
+	NodeTTL   time.Duration
+	LostGrace time.Duration
+	Prefix    string
+	// EtcdCAFile, EtcdCertFile and EtcdKeyFile configure TLS to etcd.
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	EtcdUsername, EtcdPasswordFile        string
+	// Embedded runs an etcd member in the daemon, one of InitialCluster
+	// (name=peer URL), serving clients at ClientURL.
+	Embedded       bool
+	InitialCluster []string
+	ClientURL      string
+}
+
+// Enabled reports whether the daemon is a node of a fleet.
+func (f *Fleet) Enabled() bool { return len(f.Etcd) > 0 || f.Embedded }
 
 // Network configures sessions' egress (package network; docs/NETWORKING.md).
 type Network struct {

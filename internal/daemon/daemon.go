@@ -75,6 +75,9 @@ type Daemon struct {
 
 	// workspaces holds the workspaces' directories (layers.go).
 	workspaces *workspace.Store
+	// fleet is the daemon's part in a fleet, nil for a single node
+	// (fleet.go).
+	fleet *fleetNode
 }
 
 // New prepares a daemon: it takes the data directory, opens the store and
@@ -108,6 +111,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Daemon, err
 		return nil, err
 	}
 	if err := d.startRuntime(); err != nil {
+		return nil, err
+	}
+	if err := d.startFleet(ctx); err != nil {
 		return nil, err
 	}
 	if err := d.startManager(ctx); err != nil {
@@ -227,7 +233,7 @@ func (d *Daemon) startManager(ctx context.Context) error {
 			return err
 		}
 	}
-	d.manager = session.NewManager(d.cfg.Session, session.Deps{Store: d.store, Runtime: sandbox.ForSessions(d.rt), Images: d.images,
+	d.manager = session.NewManager(d.cfg.Session, session.Deps{Store: d.sessionStore(), Runtime: sandbox.ForSessions(d.rt), Images: d.images,
 		Tenants: d.tenants, Observer: d.metrics, Layers: layers, Log: d.log, Network: net})
 	if err := d.metrics.WatchSessions(d.manager); err != nil {
 		return err
@@ -237,6 +243,7 @@ func (d *Daemon) startManager(ctx context.Context) error {
 		return err
 	}
 	d.finishNetworkAdoption()
+	d.fleetRecovered()
 	return nil
 }
 
@@ -402,6 +409,7 @@ func (d *Daemon) release() {
 		d.logClose("audit log", d.audit.Close())
 		d.audit = nil
 	}
+	d.closeFleet()
 	if d.store != nil {
 		d.logClose("store", d.store.Close())
 		d.store = nil

@@ -69,6 +69,10 @@ func (d *Daemon) mountTransports() error {
 	// ports before anything else: their paths are the servers' inside.
 	// Then browsers of cors_origins, on every transport; request bodies
 	// that stall are cut (edge.IdleBodies).
-	d.handler = d.edge.Observe(e2bAPI.Hosts(d.api.Preview(edge.CORS(d.origins, edge.IdleBodies(edge.DefaultBodyIdleTimeout, grpcapi.Unrouted(mux))))))
+	// In a fleet, a request for a session another node owns goes there
+	// (fleet.go) before anything else looks at it. E2B's facade is not
+	// forwarded yet (docs/FLEET.md): its sandboxes are served by the node
+	// that owns them.
+	d.handler = d.edge.Observe(d.forward(e2bAPI.Hosts(d.api.Preview(edge.CORS(d.origins, edge.IdleBodies(edge.DefaultBodyIdleTimeout, grpcapi.Unrouted(mux)))))))
 	return nil
 }

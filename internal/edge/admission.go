@@ -35,6 +35,14 @@ func (e *Edge) Admit(r *http.Request) (context.Context, error) {
 		}
 	}
 	who := noAuthIdentity
+	if fwd := forwardedIdentity(ctx); fwd != nil {
+		// Forward verified the fleet node's signature and the node
+		// applied the caller's rate limit (forward.go).
+		c.mu.Lock()
+		c.who, c.admitted = fwd, true
+		c.mu.Unlock()
+		return ctx, nil
+	}
 	if e.auth != nil {
 		authenticate := e.auth.Authenticate
 		if !hasCredentials(r) && hasCookie(r) {

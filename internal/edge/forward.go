@@ -1,0 +1,437 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/internal/auth"
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// ForwardHeader marks a request one fleet node forwarded to the session's
+// owner. It carries the caller the forwarding node admitted, signed with
+// the fleet's secret, bound to the request's method and path and valid for
+// forwardTTL: the owner takes the caller from it (API keys are per node
+// for now) and never forwards such a request again (one hop at most). A
+// client cannot forge one without the secret; a forged or stale one is
+// refused as unauthenticated.
+const ForwardHeader = "Warren-Forwarded"
+
+// SessionHeader names the session a gRPC or Connect call acts on. The id
+// is inside the call's message, which the edge does not decode; a client
+// of a fleet sets this header (gRPC metadata warren-session) so that any
+// node can route the call to the session's owner. A call without it is
+// served by the node that receives it.
+const SessionHeader = "Warren-Session"
+
+// forwardTTL bounds a forwarded request's signature: the hop takes
+// milliseconds; the rest allows for clock skew between nodes.
+const forwardTTL = 30 * time.Second
+
+// Owner is where a session lives, as the fleet's routing cache knows it.
+type Owner struct {
+	// Known: the cache has a record of the session; the rest is unset
+	// otherwise.
+	Known bool
+	// Here: this node owns it.
+	Here bool
+	// Node and Addr name the owner and its base URL.
+	Node, Addr string
+	// Alive: the owner's registry entry is there (false: dead or cut
+	// off, its sessions unreachable until it returns or is declared lost).
+	Alive bool
+	// Lost: the fleet declared the session lost with its node.
+	Lost bool
+}
+
+// Forwarding is what Forward needs from the fleet.
+type Forwarding struct {
+	// Locate returns the owner of (tenant, id).
+	Locate func(tenant, id string) Owner
+	// Secret returns the fleet's secret, nil while it is not known yet.
+	Secret func() []byte
+	// Place picks the node a new session goes to (Here when this one, or
+	// Known false when none is better known); nil: creates stay here.
+	Place func() Owner
+	// ForgetLost removes the record of a lost session (a DELETE of it):
+	// its node is gone, so no node can delete it, and its id is free
+	// again afterwards.
+	ForgetLost func(ctx context.Context, tenant, id string) error
+	// PreviewDomain is the daemon's preview_domain: a request for
+	// {port}-{session}.PreviewDomain is routed by its session ("": none).
+	PreviewDomain string
+	// Node is this node's name (in the signed caller, for the logs).
+	Node string
+	// Transport carries forwarded requests (if nil: HTTP/1.1, and h2c for
+	// requests that came in over HTTP/2, such as gRPC).
+	Transport http.RoundTripper
+}
+
+// forwarded is the signed content of ForwardHeader.
+type forwarded struct {
+	Tenant  string `json:"t"`
+	KeyID   string `json:"k,omitempty"`
+	Subject string `json:"s,omitempty"`
+	Admin   bool   `json:"a,omitempty"`
+	Method  string `json:"m"`
+	// Request is the forwarded request's method and path: the signature
+	// holds for that request only.
+	Request string `json:"r"`
+	From    string `json:"f"`
+	Expires int64  `json:"x"`
+}
+
+type forwardedKey struct{}
+
+// forwardedIdentity is the caller a verified ForwardHeader named, nil for
+// a request that was not forwarded.
+func forwardedIdentity(ctx context.Context) *auth.Identity {
+	id, _ := ctx.Value(forwardedKey{}).(*auth.Identity)
+	return id
+}
+
+// sign returns the header value for the caller who, for r.
+func sign(secret []byte, who *auth.Identity, r *http.Request, from string) string {
+	return encode(secret, forwarded{Tenant: who.Tenant, KeyID: who.KeyID, Subject: who.Subject, Admin: who.Admin, Method: who.Method,
+		Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix()})
+}
+
+func encode(secret []byte, f forwarded) string {
+	b, _ := json.Marshal(f)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(b)
+	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// verify checks a ForwardHeader value against r and returns its caller.
+func verify(secret []byte, v string, r *http.Request) (*auth.Identity, string, error) {
+	bad := errdefs.New(errdefs.ErrUnauthenticated, "the %s header does not carry a valid signature of a fleet node", ForwardHeader)
+	p, s, ok := strings.Cut(v, ".")
+	if !ok || len(secret) == 0 {
+		return nil, "", bad
+	}
+	b, err1 := base64.RawURLEncoding.DecodeString(p)
+	sig, err2 := base64.RawURLEncoding.DecodeString(s)
+	if err1 != nil || err2 != nil {
+		return nil, "", bad
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(b)
+	if !hmac.Equal(sig, mac.Sum(nil)) {
+		return nil, "", bad
+	}
+	var f forwarded
+	if json.Unmarshal(b, &f) != nil || f.Request != r.Method+" "+r.URL.EscapedPath() || time.Now().Unix() > f.Expires || f.Tenant == "" {
+		return nil, "", bad
+	}
+	return &auth.Identity{Tenant: f.Tenant, KeyID: f.KeyID, Subject: f.Subject, Admin: f.Admin, Method: f.Method}, f.From, nil
+}
+
+// SessionOfPath returns the session a REST path names
+// (/v1/sessions/{id} and everything below it: exec, files, the shell's
+// WebSocket, ports), "" for any other path.
+func SessionOfPath(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v1/sessions/")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
+
+// maxRetryBody is the largest request body kept to send again when the
+// owner answered 421 (a stale route): exec and small files; a larger
+// upload is not retried, its client sees the 503.
+const maxRetryBody = 1 << 20
+
+var errMisdirected = errors.New("misdirected")
+
+// Forward routes requests for sessions this node does not own to their
+// owner, below every transport that names the session in its path (REST,
+// SSE, the WebSocket PTY, the port proxy), in SessionHeader (gRPC and
+// Connect) or in an MCP tool call's session_id argument. It authenticates the caller
+// itself only to learn the tenant; a request for a session of this node,
+// or one the fleet does not know, goes to next untouched (and is admitted
+// there as always). A forwarded request that reaches a node which no
+// longer owns the session is answered 421; the forwarding node then waits
+// for its cache to catch up and tries once more.
+func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
+	tr := f.Transport
+	if tr == nil {
+		tr = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	}
+	// gRPC needs HTTP/2 to the owner too: in cleartext, as the daemon
+	// serves it (h2c).
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	h2c := &http.Transport{Proxy: nil, Protocols: &h2, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := SessionOfPath(r.URL.Path)
+		if h := r.Header.Get(SessionHeader); id == "" && h != "" && strings.HasPrefix(r.URL.Path, "/warren.v1.") {
+			id = h
+		}
+		if id == "" && f.PreviewDomain != "" {
+			id = sessionOfPreviewHost(r.Host, f.PreviewDomain)
+		}
+		create := r.Method == http.MethodPost && r.URL.Path == "/v1/sessions" && f.Place != nil
+		mcp := r.Method == http.MethodPost && r.URL.Path == "/mcp"
+		if id == "" && !create && !mcp {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if v := r.Header.Get(ForwardHeader); v != "" {
+			secret := f.Secret()
+			if secret == nil {
+				// Just started, the registry not answering yet: the
+				// sender may try again in a moment.
+				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this fleet node cannot check forwarded requests yet (no fleet secret)"))
+				return
+			}
+			who, from, err := verify(secret, v, r)
+			if err != nil {
+				e.WriteError(w, r, err)
+				return
+			}
+			if mcp {
+				if id, err = peekMCP(r); err != nil {
+					e.WriteError(w, r, err)
+					return
+				}
+			}
+			if o := f.Locate(who.Tenant, id); id != "" && o.Known && !o.Here {
+				// One hop at most: the sender's route was stale.
+				WriteJSON(w, http.StatusMisdirectedRequest, errorBody("unavailable", "session "+id+" is not on this node (fleet node "+f.Node+"); its route was stale"))
+				return
+			}
+			e.log.Debug("serving a forwarded request", "from", from, "session_id", id)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardedKey{}, who)))
+			return
+		}
+		who := noAuthIdentity
+		if e.auth != nil {
+			var err error
+			if who, err = e.auth.Authenticate(r.Context(), r); err != nil {
+				next.ServeHTTP(w, r) // the transport refuses it as always
+				return
+			}
+		}
+		var body []byte
+		retry := r.ContentLength >= 0 && r.ContentLength <= maxRetryBody && r.Header.Get("Upgrade") == ""
+		if create && !retry {
+			next.ServeHTTP(w, r) // an odd create (no length, huge): here
+			return
+		}
+		// The body is read (to send again after a 421, or to learn a
+		// create's id) only for a request that leaves this node, or a
+		// create: a local upload is not copied.
+		readBody := func() bool {
+			if !retry || r.ContentLength <= 0 || body != nil {
+				return true
+			}
+			var err error
+			if body, err = io.ReadAll(io.LimitReader(r.Body, maxRetryBody+1)); err != nil || len(body) > maxRetryBody {
+				e.WriteError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "read the request body: %v", err))
+				return false
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			return true
+		}
+		var o Owner
+		if mcp {
+			// An MCP tool call names its session in its arguments;
+			// the daemon's MCP is stateless, so any node can serve
+			// any call.
+			if !retry {
+				next.ServeHTTP(w, r)
+				return
+			}
+			var err error
+			if id, err = peekMCP(r); err != nil || id == "" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			body, _ = io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			o = f.Locate(who.Tenant, id)
+		} else if create {
+			if !readBody() {
+				return
+			}
+			// A create of an id the fleet knows goes to its owner (which
+			// answers 200 with it, or 409); any other to the node
+			// placement picks, which admits it or refuses.
+			var req struct {
+				ID string `json:"id"`
+			}
+			json.Unmarshal(body, &req)
+			if id = req.ID; id != "" {
+				o = f.Locate(who.Tenant, id)
+			}
+			if o.Lost {
+				o = Owner{} // here: the registry answers 409, saying so
+			}
+			if !o.Known {
+				o = f.Place()
+			}
+		} else {
+			o = f.Locate(who.Tenant, id)
+		}
+		if !o.Known || o.Here {
+			next.ServeHTTP(w, r)
+			return
+		}
+		switch {
+		case o.Lost && r.Method == http.MethodDelete && SessionOfPath(r.URL.Path) == id && r.URL.Path == "/v1/sessions/"+id && f.ForgetLost != nil:
+			// Deleting a lost session removes the fleet's record of it.
+			if err := e.limits.allow(who); err != nil {
+				e.WriteError(w, r, err)
+				return
+			}
+			if err := f.ForgetLost(r.Context(), who.Tenant, id); err != nil {
+				e.WriteError(w, r, err)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case o.Lost:
+			e.WriteError(w, r, errdefs.New(errdefs.ErrNotFound, "session %s was lost with fleet node %s (the node stayed unreachable past the grace period)", id, o.Node))
+			return
+		case !o.Alive:
+			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is on fleet node %s, which is unreachable now", id, o.Node))
+			return
+		}
+		secret := f.Secret()
+		if secret == nil {
+			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is on fleet node %s, and this node cannot forward yet (no fleet secret)", id, o.Node))
+			return
+		}
+		if err := e.limits.allow(who); err != nil {
+			e.WriteError(w, r, err)
+			return
+		}
+		if !readBody() {
+			return
+		}
+		for attempt := 1; ; attempt++ {
+			misdirected := false
+			target, err := url.Parse(o.Addr)
+			if err != nil {
+				e.WriteError(w, r, errdefs.New(errdefs.ErrUnavailable, "fleet node %s has a bad address %q", o.Node, o.Addr))
+				return
+			}
+			rt := tr
+			if r.ProtoMajor == 2 && f.Transport == nil {
+				rt = h2c
+			}
+			rp := &httputil.ReverseProxy{
+				Transport:     rt,
+				FlushInterval: -1, // SSE and streams pass through as they come
+				Rewrite: func(pr *httputil.ProxyRequest) {
+					pr.SetURL(target)
+					pr.Out.Host = pr.In.Host
+					pr.Out.Header.Del("Authorization")
+					pr.Out.Header.Del("X-API-Key")
+					pr.Out.Header.Set(ForwardHeader, sign(secret, who, pr.Out, f.Node))
+					if body != nil {
+						pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+						pr.Out.ContentLength = int64(len(body))
+					}
+				},
+				ModifyResponse: func(resp *http.Response) error {
+					if resp.StatusCode == http.StatusMisdirectedRequest {
+						resp.Body.Close()
+						misdirected = true
+						return errMisdirected
+					}
+					return nil
+				},
+				ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+					if errors.Is(err, errMisdirected) {
+						return // the loop tries again
+					}
+					e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "forward to fleet node %s: %v", o.Node, err))
+				},
+			}
+			rp.ServeHTTP(w, r)
+			if !misdirected {
+				return
+			}
+			if !retry || attempt > 1 {
+				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s: fleet node %s no longer has it and the route has not caught up; try again", id, o.Node))
+				return
+			}
+			// Give the watch a moment to bring the new route.
+			time.Sleep(200 * time.Millisecond)
+			if o = f.Locate(who.Tenant, id); o.Known && o.Here {
+				// The session came here meanwhile.
+				if body != nil {
+					r.Body = io.NopCloser(bytes.NewReader(body))
+				}
+				next.ServeHTTP(w, r)
+				return
+			}
+			if !o.Known || !o.Alive || o.Lost {
+				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s moved while its request was forwarded; try again", id))
+				return
+			}
+		}
+	})
+}
+
+// sessionOfPreviewHost returns the session a preview host
+// ({port}-{session}.domain, docs/PORTS.md) names, "" for another host.
+func sessionOfPreviewHost(host, domain string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(domain))
+	if !ok || strings.Contains(label, ".") {
+		return ""
+	}
+	p, id, ok := strings.Cut(label, "-")
+	if !ok || p == "" || strings.Trim(p, "0123456789") != "" {
+		return ""
+	}
+	return id
+}
+
+// peekMCP returns the session_id argument of an MCP tools/call in r's
+// body ("" for any other message), leaving the body to be read again.
+func peekMCP(r *http.Request) (string, error) {
+	if r.ContentLength > maxRetryBody {
+		return "", nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxRetryBody+1))
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return "", errdefs.New(errdefs.ErrInvalidArgument, "read the request body: %v", err)
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Arguments struct {
+				SessionID string `json:"session_id"`
+			} `json:"arguments"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(b, &msg) != nil || msg.Method != "tools/call" {
+		return "", nil
+	}
+	return msg.Params.Arguments.SessionID, nil
+}
+
+func errorBody(code, msg string) any {
+	return map[string]map[string]string{"error": {"code": code, "message": msg}}
+}

@@ -1,0 +1,162 @@
+package edge
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/auth"
+)
+
+// twoNodes is a pair of edges with Forward in front of a handler that
+// says which node served and as whom.
+type twoNodes struct {
+	a, b     *httptest.Server
+	owner    atomic.Value // string: "a" or "b", who owns session "s"
+	secret   []byte
+	hitsA    atomic.Int32
+	hitsB    atomic.Int32
+	misroute atomic.Bool // b answers as if it did not own s (a stale route)
+}
+
+func newTwoNodes(t *testing.T) *twoNodes {
+	tn := &twoNodes{secret: []byte(strings.Repeat("k", 32))}
+	tn.owner.Store("b")
+	mk := func(name string, hits *atomic.Int32, other func() string) *httptest.Server {
+		e := New(Config{Log: slog.New(slog.DiscardHandler)})
+		inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, err := e.Admit(r)
+			if err != nil {
+				e.WriteError(w, r, err)
+				return
+			}
+			hits.Add(1)
+			body, _ := io.ReadAll(r.Body)
+			w.Write([]byte(name + " " + TenantOf(ctx) + " " + string(body)))
+		})
+		return httptest.NewServer(e.Forward(&Forwarding{Node: name, Secret: func() []byte { return tn.secret },
+			Locate: func(tenant, id string) Owner {
+				if id != "s" {
+					return Owner{}
+				}
+				o := tn.owner.Load().(string)
+				here := o == name
+				if name == "b" && tn.misroute.Load() {
+					here = false
+				}
+				return Owner{Known: true, Here: here, Node: o, Addr: other(), Alive: true}
+			}}, inner))
+	}
+	tn.b = mk("b", &tn.hitsB, func() string { return tn.a.URL })
+	tn.a = mk("a", &tn.hitsA, func() string { return tn.b.URL })
+	t.Cleanup(tn.a.Close)
+	t.Cleanup(tn.b.Close)
+	return tn
+}
+
+func do(t *testing.T, method, url, body string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestForwardOneHop(t *testing.T) {
+	tn := newTwoNodes(t)
+	// A request at a for b's session is served by b, as a's caller, with
+	// its body, in one hop.
+	code, body := do(t, "POST", tn.a.URL+"/v1/sessions/s/exec", `{"command":"x"}`, nil)
+	if code != 200 || body != `b default {"command":"x"}` || tn.hitsA.Load() != 0 || tn.hitsB.Load() != 1 {
+		t.Fatalf("forwarded = %d %q (hits a %d, b %d), want b serving it once", code, body, tn.hitsA.Load(), tn.hitsB.Load())
+	}
+	// Other paths and unknown sessions stay where they are.
+	if code, body := do(t, "GET", tn.a.URL+"/v1/sessions/other", "", nil); code != 200 || !strings.HasPrefix(body, "a ") {
+		t.Fatalf("unknown session at a = %d %q, want a serving it", code, body)
+	}
+	if code, body := do(t, "GET", tn.a.URL+"/v1/images", "", nil); code != 200 || !strings.HasPrefix(body, "a ") {
+		t.Fatalf("/v1/images at a = %d %q, want a serving it", code, body)
+	}
+}
+
+// TestForwardStaleRoute: b no longer owns s; it answers 421 and a tries
+// once more, then says unavailable; nothing bounces back and forth.
+func TestForwardStaleRoute(t *testing.T) {
+	tn := newTwoNodes(t)
+	tn.misroute.Store(true)
+	code, body := do(t, "POST", tn.a.URL+"/v1/sessions/s/exec", "{}", nil)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"unavailable"`) {
+		t.Fatalf("stale route = %d %q, want 503 unavailable", code, body)
+	}
+	if tn.hitsB.Load() != 0 || tn.hitsA.Load() != 0 {
+		t.Fatalf("hits a %d, b %d; want none served", tn.hitsA.Load(), tn.hitsB.Load())
+	}
+	// The route catches up between the two tries: the retry lands.
+	tn.misroute.Store(true)
+	go func() { time.Sleep(50 * time.Millisecond); tn.misroute.Store(false) }()
+	if code, body := do(t, "POST", tn.a.URL+"/v1/sessions/s/exec", "{}", nil); code != 200 || !strings.HasPrefix(body, "b ") {
+		t.Fatalf("retry after a stale route = %d %q, want b serving it", code, body)
+	}
+}
+
+func TestForwardedHeaderCannotBeForged(t *testing.T) {
+	tn := newTwoNodes(t)
+	req := httptest.NewRequest("GET", "/v1/sessions/s", nil)
+	good := sign(tn.secret, &auth.Identity{Tenant: "t1", Admin: true, Method: "key"}, req, "a")
+	other := httptest.NewRequest("DELETE", "/v1/sessions/s", nil)
+	for _, tc := range []struct {
+		name, method, header string
+		want                 int
+	}{
+		{"valid", "GET", good, 200},
+		{"another method", "DELETE", good, 401},
+		{"another secret", "GET", sign([]byte(strings.Repeat("x", 32)), &auth.Identity{Tenant: "t1"}, req, "a"), 401},
+		{"tampered", "GET", strings.Replace(good, good[:4], "AAAA", 1), 401},
+		{"no signature", "GET", strings.Split(good, ".")[0], 401},
+		{"for another request", "GET", sign(tn.secret, &auth.Identity{Tenant: "t1"}, other, "a"), 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := do(t, tc.method, tn.b.URL+"/v1/sessions/s", "", map[string]string{ForwardHeader: tc.header})
+			if code != tc.want {
+				t.Fatalf("%s = %d %q, want %d", tc.name, code, body, tc.want)
+			}
+			if tc.want == 200 && body != "b t1 " {
+				t.Fatalf("served as %q, want tenant t1 on b", body)
+			}
+		})
+	}
+	// An expired signature.
+	f := forwarded{Tenant: "t1", Request: "GET /v1/sessions/s", Expires: time.Now().Add(-time.Second).Unix()}
+	if _, _, err := verify(tn.secret, encode(tn.secret, f), req); err == nil {
+		t.Fatal("an expired signature verified")
+	}
+}
+
+func TestSessionOfPreviewHost(t *testing.T) {
+	for _, tc := range []struct{ host, want string }{
+		{"8080-s2.preview.test", "s2"},
+		{"8080-s2.Preview.Test:7433", "s2"},
+		{"8080-my-id.preview.test", "my-id"},
+		{"x80-s2.preview.test", ""},
+		{"-s2.preview.test", ""},
+		{"8080-s2.other.test", ""},
+		{"a.8080-s2.preview.test", ""},
+		{"preview.test", ""},
+	} {
+		if got := sessionOfPreviewHost(tc.host, "preview.test"); got != tc.want {
+			t.Errorf("sessionOfPreviewHost(%q) = %q, want %q", tc.host, got, tc.want)
+		}
+	}
+}

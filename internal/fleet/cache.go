@@ -1,0 +1,146 @@
+package fleet
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/internal/fleet/registry"
+)
+
+// Cache is a node's copy of the registry's nodes, drain marks and session
+// records, kept current by a watch. When the registry goes away the cache
+// keeps what it had (routes to live owners keep working) and loads a fresh
+// snapshot once the registry is back; a watch that fell behind a
+// compaction does the same.
+type Cache struct {
+	reg registry.Registry
+	log *slog.Logger
+
+	mu       sync.RWMutex
+	rev      int64                           // guarded by mu
+	nodes    map[string]registry.Node        // guarded by mu
+	draining map[string]bool                 // guarded by mu
+	sessions map[sessionKey]registry.Session // guarded by mu
+	synced   chan struct{}                   // closed at the first snapshot
+	once     sync.Once
+}
+
+func newCache(reg registry.Registry, log *slog.Logger) *Cache {
+	return &Cache{reg: reg, log: log, nodes: map[string]registry.Node{}, draining: map[string]bool{},
+		sessions: map[sessionKey]registry.Session{}, synced: make(chan struct{})}
+}
+
+// Synced is closed once the cache holds a first snapshot.
+func (c *Cache) Synced() <-chan struct{} { return c.synced }
+
+func (c *Cache) run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		snap, err := c.reg.Snapshot(ctx)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		c.load(snap)
+		wctx, cancel := context.WithCancel(ctx)
+		for e := range c.reg.Watch(wctx, snap.Rev) {
+			c.apply(e)
+		}
+		cancel()
+	}
+}
+
+func (c *Cache) load(s registry.Snapshot) {
+	c.mu.Lock()
+	c.rev = s.Rev
+	c.nodes = map[string]registry.Node{}
+	for _, n := range s.Nodes {
+		c.nodes[n.Name] = n
+	}
+	c.draining = map[string]bool{}
+	for _, d := range s.Draining {
+		c.draining[d] = true
+	}
+	c.sessions = map[sessionKey]registry.Session{}
+	for _, r := range s.Sessions {
+		c.sessions[sessionKey{r.Tenant, r.ID}] = r
+	}
+	c.mu.Unlock()
+	c.once.Do(func() { close(c.synced) })
+}
+
+func (c *Cache) apply(e registry.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rev = e.Rev
+	switch {
+	case e.Node != nil && e.Deleted:
+		delete(c.nodes, e.Node.Name)
+	case e.Node != nil:
+		c.nodes[e.Node.Name] = *e.Node
+	case e.Drain != "":
+		c.draining[e.Drain] = !e.Deleted
+	case e.Session != nil && e.Deleted:
+		delete(c.sessions, sessionKey{e.Session.Tenant, e.Session.ID})
+	case e.Session != nil:
+		c.sessions[sessionKey{e.Session.Tenant, e.Session.ID}] = *e.Session
+	}
+}
+
+// Nodes returns the live nodes by name, with their drain marks.
+func (c *Cache) Nodes() []registry.Node {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]registry.Node, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		n.Draining = c.draining[n.Name]
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Draining reports whether node is marked draining.
+func (c *Cache) Draining(node string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.draining[node]
+}
+
+// Route is where a session lives, as far as the cache knows.
+type Route struct {
+	Session registry.Session
+	// Node is the owner's entry; Alive is false when the owner has none
+	// (dead, or cut off from the registry, within or past its grace).
+	Node  registry.Node
+	Alive bool
+}
+
+// Lookup returns the route of (tenant, id); false if the cache has no
+// record of it.
+func (c *Cache) Lookup(tenant, id string) (Route, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.sessions[sessionKey{tenant, id}]
+	if !ok {
+		return Route{}, false
+	}
+	n, alive := c.nodes[s.Node]
+	return Route{Session: s, Node: n, Alive: alive}, true
+}
+
+// Rev is the registry revision the cache reflects.
+func (c *Cache) Rev() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rev
+}

@@ -1,0 +1,183 @@
+// Package registry is what a fleet of warren nodes shares: which nodes are
+// alive and what they can take, which node owns each session, how many
+// sessions each tenant holds fleet-wide, a watch of all that for the
+// routing cache, and an election for the fleet's one-at-a-time chores.
+//
+// The interface is the fleet's only contact with its coordination store.
+// package etcdreg implements it on etcd; a Kubernetes (Leases and custom
+// resources) or PostgreSQL (rows, advisory locks, LISTEN/NOTIFY) backend
+// would implement the same methods, and registrytest is the conformance
+// suite each implementation runs. Routing, placement and failure handling
+// (package fleet) see only this interface.
+//
+// Errors are classified with errdefs: ErrConflict for a session id its
+// tenant already holds anywhere in the fleet, ErrResourceExhausted for a
+// tenant at its fleet-wide quota, ErrNotFound for a missing record, and
+// ErrUnavailable whenever the store cannot answer (no quorum, no
+// connection): every ErrUnavailable is safe to retry.
+package registry
+
+import (
+	"context"
+	"time"
+)
+
+// Node is a warren daemon's entry in the fleet. It lives only while its
+// node is alive: a node that stops renewing it (dies, or is cut off from
+// the store) disappears from Nodes after the node TTL.
+type Node struct {
+	// Name identifies the node in the fleet (immutable).
+	Name string `json:"name"`
+	// Addr is the base URL other nodes forward requests to, such as
+	// http://10.0.0.7:7433.
+	Addr string `json:"addr"`
+	// Capacity is how many sessions the node holds at most, Free how many
+	// more it would take now.
+	Capacity int `json:"capacity"`
+	Free     int `json:"free"`
+	// Draining is set by Drain: placement skips the node. It is not part
+	// of what the node writes; the registry fills it in.
+	Draining bool `json:"-"`
+	// Version is the node's warren version.
+	Version string `json:"version,omitempty"`
+	// Started is when the node's daemon started; a changed Started under
+	// the same name is a restart.
+	Started time.Time `json:"started"`
+}
+
+// The states of a session record.
+const (
+	// Live: the owner node holds the session (or is presumed to, while
+	// its node entry is absent and the grace period runs).
+	Live = "live"
+	// Lost: the owner was gone for longer than the grace period; the
+	// fleet gave the session's quota back and the owner kills the session
+	// if it ever returns (fencing).
+	Lost = "lost"
+)
+
+// Session is the fleet's record of one session: who owns it. The session's
+// own state stays with the owner node.
+type Session struct {
+	// Tenant and ID name the session, fleet-wide (immutable).
+	Tenant string `json:"tenant"`
+	ID     string `json:"id"`
+	// Node owns the session (immutable: sessions do not move).
+	Node string `json:"node"`
+	// State is Live or Lost.
+	State   string    `json:"state"`
+	Created time.Time `json:"created"`
+	// Lost is when the fleet declared the session lost (State Lost).
+	LostAt time.Time `json:"lost_at,omitzero"`
+}
+
+// Registry is the fleet's shared state. Implementations are safe for
+// concurrent use.
+type Registry interface {
+	// Join registers the node and keeps its entry alive until the
+	// membership is closed. It returns once the first registration
+	// succeeded; after that a lost entry (the store unreachable longer
+	// than the TTL) is registered again by the membership itself,
+	// however long it takes.
+	Join(ctx context.Context, n Node, ttl time.Duration) (Membership, error)
+	// Nodes returns the live nodes, ordered by name.
+	Nodes(ctx context.Context) ([]Node, error)
+	// Drain marks a node draining (placement skips it) or, with false,
+	// takes the mark off. The mark outlives the node's entry.
+	Drain(ctx context.Context, node string, draining bool) error
+
+	// CreateSession records a new Live session of s.Node, and in the same
+	// atomic step counts it against its tenant's fleet-wide usage, if that
+	// stays at most maxSessions (0: no cap). Of concurrent creates of one
+	// (tenant, id), or for a tenant's last slot, exactly one succeeds.
+	CreateSession(ctx context.Context, s Session, maxSessions int) error
+	// GetSession returns the record of (tenant, id).
+	GetSession(ctx context.Context, tenant, id string) (Session, error)
+	// DeleteSession removes the record of (tenant, id) owned by node and
+	// gives back its quota if it was Live. A record of another node is a
+	// conflict; a missing one is not an error.
+	DeleteSession(ctx context.Context, tenant, id, node string) error
+	// NodeSessions returns the records owned by node.
+	NodeSessions(ctx context.Context, node string) ([]Session, error)
+	// MarkLost marks node's Live sessions Lost and gives back their quota,
+	// unless the node is alive again (then it does nothing and returns 0).
+	// It returns how many it marked.
+	MarkLost(ctx context.Context, node string) (int, error)
+	// Usage returns how many Live sessions the tenant holds fleet-wide.
+	Usage(ctx context.Context, tenant string) (int, error)
+
+	// Snapshot returns every node and session record with the revision
+	// they were read at; Watch continues from there.
+	Snapshot(ctx context.Context) (Snapshot, error)
+	// Watch sends every change after revision rev until ctx ends. The
+	// channel closes when ctx ends or the watch broke (the revision was
+	// compacted, or the store went away for long): the caller takes a new
+	// Snapshot and watches again.
+	Watch(ctx context.Context, rev int64) <-chan Event
+
+	// Elect blocks until this caller (id) leads role, or ctx ends.
+	Elect(ctx context.Context, role, id string) (Leadership, error)
+
+	// Secret returns the fleet's shared secret (32 random bytes), made by
+	// the first node that asks: nodes sign the requests they forward to
+	// each other with it.
+	Secret(ctx context.Context) ([]byte, error)
+
+	// Ping checks that the store answers, with its clock's offset from
+	// ours where the store can tell (0 otherwise).
+	Ping(ctx context.Context) (PingResult, error)
+	// Close releases the connection.
+	Close() error
+}
+
+// PingResult is what Ping learned.
+type PingResult struct {
+	// Endpoints answered out of Total.
+	Endpoints, Total int
+	// Leader is the store's leader's name, if it has one.
+	Leader string
+	// RTT is the round trip of the slowest answer.
+	RTT time.Duration
+}
+
+// Membership is a node's registration.
+type Membership interface {
+	// Update rewrites the node's entry (its free capacity changed).
+	Update(ctx context.Context, n Node) error
+	// Registered reports whether the node's entry is known to be in the
+	// store now. A node that is not registered takes no new sessions:
+	// the fleet may already count it dead.
+	Registered() bool
+	// Close removes the node's entry and stops renewing it.
+	Close() error
+}
+
+// Leadership is a won election.
+type Leadership interface {
+	// Done is closed when the leadership was lost (the store did not hear
+	// from us in time) or resigned.
+	Done() <-chan struct{}
+	// Resign gives the leadership up.
+	Resign(ctx context.Context) error
+}
+
+// Snapshot is the registry's content at one revision.
+type Snapshot struct {
+	Rev      int64
+	Nodes    []Node // with Draining filled in
+	Sessions []Session
+	// Draining names the nodes marked draining, alive or not.
+	Draining []string
+}
+
+// Event is one change. Exactly one of Node, Session and Drain is set;
+// Deleted says it went (only Name, or Tenant and ID, are then filled in; a
+// deleted Drain is a drain mark taken off).
+type Event struct {
+	Rev     int64
+	Node    *Node
+	Session *Session
+	// Drain names a node whose drain mark was set or taken off.
+	Drain   string
+	Deleted bool
+}

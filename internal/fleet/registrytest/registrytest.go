@@ -1,0 +1,379 @@
+// Package registrytest is the conformance suite of the fleet registry:
+// every implementation of registry.Registry runs Run against a store of its
+// own, so routing and placement can rely on the same behaviour from each.
+package registrytest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/fleet/registry"
+)
+
+// Run runs the suite. open returns a registry on a store that is empty
+// under the registry's keys (each call may share the store with earlier
+// ones if its keys do not overlap, e.g. under a fresh prefix).
+func Run(t *testing.T, open func(t *testing.T) registry.Registry) {
+	t.Run("Membership", func(t *testing.T) { testMembership(t, open(t)) })
+	t.Run("Drain", func(t *testing.T) { testDrain(t, open(t)) })
+	t.Run("SessionCAS", func(t *testing.T) { testSessionCAS(t, open(t)) })
+	t.Run("LastQuotaSlot", func(t *testing.T) { testLastQuotaSlot(t, open(t)) })
+	t.Run("MarkLost", func(t *testing.T) { testMarkLost(t, open(t)) })
+	t.Run("Watch", func(t *testing.T) { testWatch(t, open(t)) })
+	t.Run("Elect", func(t *testing.T) { testElect(t, open(t)) })
+	t.Run("Secret", func(t *testing.T) { testSecret(t, open(t)) })
+}
+
+// Eventually polls cond every 20 ms until it holds or d passed.
+func Eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func join(t *testing.T, r registry.Registry, name string, ttl time.Duration) registry.Membership {
+	t.Helper()
+	m, err := r.Join(context.Background(), registry.Node{Name: name, Addr: "http://" + name, Capacity: 10, Free: 10, Started: time.Now()}, ttl)
+	if err != nil {
+		t.Fatalf("Join(%s): %v", name, err)
+	}
+	t.Cleanup(func() { m.Close() })
+	Eventually(t, 5*time.Second, name+" registered", m.Registered)
+	return m
+}
+
+func nodeNames(t *testing.T, r registry.Registry) []string {
+	t.Helper()
+	nodes, err := r.Nodes(context.Background())
+	if err != nil {
+		t.Fatalf("Nodes: %v", err)
+	}
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	return names
+}
+
+func testMembership(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	a := join(t, r, "a", 2*time.Second)
+	join(t, r, "b", 2*time.Second)
+	if got := fmt.Sprint(nodeNames(t, r)); got != "[a b]" {
+		t.Fatalf("Nodes = %s, want [a b]", got)
+	}
+	if err := a.Update(ctx, registry.Node{Addr: "http://a2", Capacity: 10, Free: 3}); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	Eventually(t, 3*time.Second, "update visible", func() bool {
+		nodes, _ := r.Nodes(ctx)
+		return len(nodes) > 0 && nodes[0].Free == 3 && nodes[0].Addr == "http://a2" && nodes[0].Name == "a"
+	})
+	// Renewal keeps the entry past its TTL.
+	time.Sleep(3 * time.Second)
+	if got := fmt.Sprint(nodeNames(t, r)); got != "[a b]" {
+		t.Fatalf("after 1.5 TTL: Nodes = %s, want [a b]", got)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := fmt.Sprint(nodeNames(t, r)); got != "[b]" {
+		t.Fatalf("after Close: Nodes = %s, want [b] (a closed membership leaves at once)", got)
+	}
+	if _, err := r.Join(ctx, registry.Node{Name: "x/y"}, time.Second); !errdefs.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("Join(x/y) = %v, want invalid_argument", err)
+	}
+}
+
+func testDrain(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	join(t, r, "a", 2*time.Second)
+	if err := r.Drain(ctx, "a", true); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := r.Nodes(ctx)
+	if err != nil || len(nodes) != 1 || !nodes[0].Draining {
+		t.Fatalf("Nodes = %+v, %v; want a draining", nodes, err)
+	}
+	snap, err := r.Snapshot(ctx)
+	if err != nil || fmt.Sprint(snap.Draining) != "[a]" {
+		t.Fatalf("Snapshot.Draining = %v, %v; want [a]", snap.Draining, err)
+	}
+	if err := r.Drain(ctx, "a", false); err != nil {
+		t.Fatal(err)
+	}
+	if nodes, _ := r.Nodes(ctx); nodes[0].Draining {
+		t.Fatalf("still draining after Drain(false)")
+	}
+}
+
+func testSessionCAS(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	s := registry.Session{Tenant: "t1", ID: "s1", Node: "a"}
+	if err := r.CreateSession(ctx, s, 0); err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	// The same id of the same tenant, from any node, is a conflict.
+	for _, node := range []string{"a", "b"} {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: "t1", ID: "s1", Node: node}, 0); !errdefs.Is(err, errdefs.ErrConflict) {
+			t.Fatalf("CreateSession(t1/s1 again on %s) = %v, want conflict", node, err)
+		}
+	}
+	// Another tenant may use the id; a tenant with a slash stays apart.
+	for _, tenant := range []string{"t2", "t1/s1", "t1%2Fs1"} {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: tenant, ID: "s1", Node: "b"}, 0); err != nil {
+			t.Fatalf("CreateSession(%s/s1): %v", tenant, err)
+		}
+	}
+	got, err := r.GetSession(ctx, "t1", "s1")
+	if err != nil || got.Node != "a" || got.State != registry.Live || got.Created.IsZero() {
+		t.Fatalf("GetSession = %+v, %v; want live on a", got, err)
+	}
+	if _, err := r.GetSession(ctx, "t1", "nope"); !errdefs.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("GetSession(nope) = %v, want not_found", err)
+	}
+	if n, err := r.Usage(ctx, "t1"); err != nil || n != 1 {
+		t.Fatalf("Usage(t1) = %d, %v; want 1", n, err)
+	}
+	if err := r.DeleteSession(ctx, "t1", "s1", "b"); !errdefs.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("DeleteSession by the wrong node = %v, want conflict", err)
+	}
+	if err := r.DeleteSession(ctx, "t1", "s1", "a"); err != nil {
+		t.Fatalf("DeleteSession: %v", err)
+	}
+	if err := r.DeleteSession(ctx, "t1", "s1", "a"); err != nil {
+		t.Fatalf("DeleteSession again: %v, want nil", err)
+	}
+	if n, _ := r.Usage(ctx, "t1"); n != 0 {
+		t.Fatalf("Usage(t1) after delete = %d, want 0", n)
+	}
+	list, err := r.NodeSessions(ctx, "b")
+	if err != nil || len(list) != 3 {
+		t.Fatalf("NodeSessions(b) = %+v, %v; want 3", list, err)
+	}
+	if list, _ := r.NodeSessions(ctx, "a"); len(list) != 0 {
+		t.Fatalf("NodeSessions(a) = %+v, want none", list)
+	}
+}
+
+// testLastQuotaSlot: 16 concurrent creates for a tenant's last slot, from
+// "several nodes": exactly one wins, the rest are resource_exhausted.
+func testLastQuotaSlot(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	for i := range 4 {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: "q", ID: fmt.Sprint("pre", i), Node: "a"}, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wins, exhausted atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			err := r.CreateSession(ctx, registry.Session{Tenant: "q", ID: fmt.Sprint("race", i), Node: fmt.Sprint("n", i%3)}, 5)
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errdefs.Is(err, errdefs.ErrResourceExhausted):
+				exhausted.Add(1)
+			default:
+				t.Errorf("CreateSession(race%d) = %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 || exhausted.Load() != 15 {
+		t.Fatalf("wins %d, exhausted %d; want 1 and 15", wins.Load(), exhausted.Load())
+	}
+	if n, _ := r.Usage(ctx, "q"); n != 5 {
+		t.Fatalf("Usage = %d, want 5", n)
+	}
+	// 16 concurrent creates of one id: one wins, the others conflict.
+	wins.Store(0)
+	for i := range 16 {
+		wg.Go(func() {
+			err := r.CreateSession(ctx, registry.Session{Tenant: "q2", ID: "same", Node: fmt.Sprint("n", i%3)}, 0)
+			if err == nil {
+				wins.Add(1)
+			} else if !errdefs.Is(err, errdefs.ErrConflict) {
+				t.Errorf("CreateSession(same) = %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d creates of one id won, want 1", wins.Load())
+	}
+	if n, _ := r.Usage(ctx, "q2"); n != 1 {
+		t.Fatalf("Usage(q2) = %d, want 1", n)
+	}
+}
+
+func testMarkLost(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	alive := join(t, r, "alive", 2*time.Second)
+	_ = alive
+	for _, s := range []registry.Session{{Tenant: "t", ID: "d1", Node: "dead"}, {Tenant: "t", ID: "d2", Node: "dead"}, {Tenant: "t", ID: "a1", Node: "alive"}} {
+		if err := r.CreateSession(ctx, s, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := r.MarkLost(ctx, "alive"); err != nil || n != 0 {
+		t.Fatalf("MarkLost(alive) = %d, %v; want 0 (a live node keeps its sessions)", n, err)
+	}
+	n, err := r.MarkLost(ctx, "dead")
+	if err != nil || n != 2 {
+		t.Fatalf("MarkLost(dead) = %d, %v; want 2", n, err)
+	}
+	s, err := r.GetSession(ctx, "t", "d1")
+	if err != nil || s.State != registry.Lost || s.LostAt.IsZero() {
+		t.Fatalf("GetSession(d1) = %+v, %v; want lost", s, err)
+	}
+	if u, _ := r.Usage(ctx, "t"); u != 1 {
+		t.Fatalf("Usage after MarkLost = %d, want 1 (the lost sessions' quota back)", u)
+	}
+	if n, _ := r.MarkLost(ctx, "dead"); n != 0 {
+		t.Fatalf("MarkLost again = %d, want 0", n)
+	}
+	// The id stays taken until the lost record is deleted; deleting it
+	// gives no quota back twice.
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "d1", Node: "alive"}, 0); !errdefs.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("CreateSession(lost id) = %v, want conflict", err)
+	}
+	if err := r.DeleteSession(ctx, "t", "d1", "dead"); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := r.Usage(ctx, "t"); u != 1 {
+		t.Fatalf("Usage after deleting a lost record = %d, want 1", u)
+	}
+}
+
+func testWatch(t *testing.T, r registry.Registry) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	snap, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := r.Watch(ctx, snap.Rev)
+	m := join(t, r, "w", 2*time.Second)
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "w1", Node: "w"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Drain(ctx, "w", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteSession(ctx, "t", "w1", "w"); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	want := []string{"node w", "session t/w1 w live", "drain w", "-session t/w1", "-node w"}
+	var got []string
+	timeout := time.After(5 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch closed after %v", got)
+			}
+			if e.Rev <= snap.Rev {
+				t.Errorf("event at rev %d, not after the snapshot's %d", e.Rev, snap.Rev)
+			}
+			pre := ""
+			if e.Deleted {
+				pre = "-"
+			}
+			switch {
+			case e.Node != nil:
+				got = append(got, pre+"node "+e.Node.Name)
+			case e.Session != nil && e.Deleted:
+				got = append(got, pre+"session "+e.Session.Tenant+"/"+e.Session.ID)
+			case e.Session != nil:
+				got = append(got, "session "+e.Session.Tenant+"/"+e.Session.ID+" "+e.Session.Node+" "+e.Session.State)
+			case e.Drain != "":
+				got = append(got, pre+"drain "+e.Drain)
+			}
+		case <-timeout:
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+func testElect(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	l1, err := r.Elect(ctx, "reaper", "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	won := make(chan registry.Leadership, 1)
+	go func() {
+		l2, err := r.Elect(ctx, "reaper", "two")
+		if err != nil {
+			t.Error(err)
+			close(won)
+			return
+		}
+		won <- l2
+	}()
+	select {
+	case <-won:
+		t.Fatal("a second leader while the first leads")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := l1.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l2 := <-won:
+		if l2 == nil {
+			t.FailNow()
+		}
+		l2.Resign(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second candidate did not lead after the first resigned")
+	}
+	// A campaign that gives up returns with its context.
+	l3, err := r.Elect(ctx, "other", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Resign(ctx)
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := r.Elect(cctx, "other", "y"); err == nil {
+		t.Fatal("Elect while another leads returned without error after its context ended")
+	}
+}
+
+// testSecret: concurrent first asks agree on one secret of 32 bytes.
+func testSecret(t *testing.T, r registry.Registry) {
+	var wg sync.WaitGroup
+	got := make([][]byte, 8)
+	for i := range got {
+		wg.Go(func() {
+			s, err := r.Secret(context.Background())
+			if err != nil {
+				t.Errorf("Secret: %v", err)
+			}
+			got[i] = s
+		})
+	}
+	wg.Wait()
+	for _, s := range got {
+		if len(s) != 32 || string(s) != string(got[0]) {
+			t.Fatalf("secrets %x, want one of 32 bytes", got)
+		}
+	}
+}
