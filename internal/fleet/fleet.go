@@ -213,9 +213,10 @@ func (n *Node) refresh() {
 		case <-tick.C:
 			n.retryOrphans()
 		}
-		if e := n.entry(); e != last {
+		// A failed update is tried again at the next tick: last moves
+		// only once the registry has the entry.
+		if e := n.entry(); e != last && n.member.Update(n.ctx, e) == nil {
 			last = e
-			n.member.Update(n.ctx, e)
 		}
 	}
 }
@@ -458,7 +459,7 @@ func (n *Node) reap() {
 		n.log.Info("this node marks dead nodes' sessions lost now (reaper)")
 		n.reapWhileLeading(lead)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(n.ctx), time.Second)
-		lead.Resign(rctx)
+		_ = lead.Resign(rctx) // a resignation that fails ends with the lease's TTL
 		cancel()
 	}
 }

@@ -243,7 +243,7 @@ func (m *membership) once(ctx context.Context) error {
 	m.lease = lease.ID
 	m.mu.Unlock()
 	if err := m.put(ctx); err != nil {
-		m.r.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
+		_, _ = m.r.cli.Revoke(context.WithoutCancel(ctx), lease.ID) // undo; else it expires with its TTL
 		return err
 	}
 	for {
