@@ -20,6 +20,20 @@ import (
 // and dynamic sets, connlimit. For warren doctor; it changes nothing on
 // the host.
 func Probe() (vethErr, nftErr error) {
+	// A kernel without nf_tables' netlink (no nfnetlink module, as in the
+	// VM stage's guest) is told apart first: the netlink library, asked
+	// for such a socket inside another namespace, crashes on it rather
+	// than returning the error.
+	if fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER); err != nil {
+		nftErr = fmt.Errorf("no nf_tables netlink socket (is the nf_tables module loaded?): %w", err)
+	} else {
+		unix.Close(fd)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			nftErr = fmt.Errorf("nf_tables probe failed: %v", r)
+		}
+	}()
 	ns, err := freshNS()
 	if err != nil {
 		return err, err
@@ -31,6 +45,9 @@ func Probe() (vethErr, nftErr error) {
 	}
 	defer h.Close()
 	vethErr = h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: ifPrefix + "probe0"}, PeerName: "eth0"})
+	if nftErr != nil {
+		return vethErr, nftErr
+	}
 	n := newNFT(int(ns))
 	n.maxConns = 1
 	if err := n.install(DefaultRange, "", blockedSpans(nil, []netip.Prefix{DefaultRange})); err != nil {
