@@ -179,7 +179,11 @@ fi
 # with namespace inode numbers (different in every sandbox) blanked.
 posture() {
 	sed -n '/effective isolation:/,/^[^ ]/p' "$1" | grep '^         ' |
-		sed -E 's/:\[[0-9]+\]/:[N]/g; s/[[:space:]]+/ /g; s/^ //'
+		sed -E 's/:\[[0-9]+\]/:[N]/g; s/[[:space:]]+/ /g; s/^ //' |
+		# Which uid block a sandbox gets depends on what else holds blocks
+		# on the host (daemons, kept sessions); a block of the range is the
+		# posture, its number is not. A uid below the range stays as it is.
+		sed -E 's/ is uid 1[0-9]{9} on the host/ is uid <a block from 1000000000> on the host/'
 }
 sed -n '/^VMDOCTOR BEGIN/,/^VMDOCTOR END/p' "$console" | sed '1d;$d' >"$work/doctor.guest"
 posture "$work/doctor.host" >"$work/posture.host"
