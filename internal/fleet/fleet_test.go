@@ -21,9 +21,12 @@ import (
 )
 
 var (
-	cluster  *etcdmember.Cluster
-	prefixes atomic.Int32
-	bg       = context.Background()
+	clusterOnce sync.Once
+	cluster     *etcdmember.Cluster
+	clusterErr  error
+	clusterDir  string
+	prefixes    atomic.Int32
+	bg          = context.Background()
 )
 
 func TestMain(m *testing.M) {
@@ -31,17 +34,30 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
-	cluster, err = etcdmember.StartCluster(ctx, dir, 3)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	clusterDir = dir
 	code := m.Run()
-	cluster.Close()
+	if cluster != nil {
+		cluster.Close()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// sharedCluster starts, on first use, the 3-member etcd the tests share.
+// Not in TestMain before m.Run: m.Run swaps os.Stderr under -json (Go's
+// fix for go.dev/issue/33419), and etcd's loggers, starting in goroutines
+// of their own, read it at the same time (a data race -race reports).
+func sharedCluster(t testing.TB) *etcdmember.Cluster {
+	t.Helper()
+	clusterOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cluster, clusterErr = etcdmember.StartCluster(ctx, clusterDir, 3)
+	})
+	if clusterErr != nil {
+		t.Fatal(clusterErr)
+	}
+	return cluster
 }
 
 // node is one daemon's worth: a manager over fakes, its store wrapped by
@@ -67,7 +83,7 @@ func newFleet(t *testing.T, quota int) *fleetT {
 }
 
 func (f *fleetT) registry() *etcdreg.Registry {
-	r, err := etcdreg.New(etcdreg.Config{Endpoints: cluster.Endpoints(), Prefix: f.prefix, ElectionTTL: time.Second})
+	r, err := etcdreg.New(etcdreg.Config{Endpoints: sharedCluster(f.t).Endpoints(), Prefix: f.prefix, ElectionTTL: time.Second})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,25 +17,43 @@ import (
 )
 
 // cluster is one 3-member etcd shared by the tests that do not stop
-// members; each test gets its own prefix.
-var cluster *etcdmember.Cluster
+// members (sharedCluster); each test gets its own prefix.
+var (
+	clusterOnce sync.Once
+	cluster     *etcdmember.Cluster
+	clusterErr  error
+	clusterDir  string
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "etcdreg")
 	if err != nil {
 		panic(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	cluster, err = etcdmember.StartCluster(ctx, dir, 3)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	clusterDir = dir
 	code := m.Run()
-	cluster.Close()
+	if cluster != nil {
+		cluster.Close()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// sharedCluster starts, on first use, the 3-member etcd the tests share.
+// Not in TestMain before m.Run: m.Run swaps os.Stderr under -json (Go's
+// fix for go.dev/issue/33419), and etcd's loggers, starting in goroutines
+// of their own, read it at the same time (a data race -race reports).
+func sharedCluster(t testing.TB) *etcdmember.Cluster {
+	t.Helper()
+	clusterOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cluster, clusterErr = etcdmember.StartCluster(ctx, clusterDir, 3)
+	})
+	if clusterErr != nil {
+		t.Fatal(clusterErr)
+	}
+	return cluster
 }
 
 var prefixes atomic.Int32
@@ -50,13 +69,13 @@ func open(t *testing.T, c *etcdmember.Cluster) *etcdreg.Registry {
 }
 
 func TestConformance(t *testing.T) {
-	registrytest.Run(t, func(t *testing.T) registry.Registry { return open(t, cluster) })
+	registrytest.Run(t, func(t *testing.T) registry.Registry { return open(t, sharedCluster(t)) })
 }
 
 // TestNodeDies: a node that stops renewing (its process gone: the client
 // closed without revoking) leaves Nodes within its TTL plus a second.
 func TestNodeDies(t *testing.T) {
-	obs := open(t, cluster)
+	obs := open(t, sharedCluster(t))
 	cfg := etcdreg.Config{Endpoints: cluster.Endpoints(), Prefix: obsPrefix(obs)}
 	dying, err := etcdreg.New(cfg)
 	if err != nil {
@@ -170,7 +189,7 @@ func ownCluster(t *testing.T) *etcdmember.Cluster {
 // (its channel closes) instead of missing changes silently; the routing
 // cache then loads a new snapshot.
 func TestWatchCompacted(t *testing.T) {
-	r := open(t, cluster)
+	r := open(t, sharedCluster(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	snap, err := r.Snapshot(ctx)
