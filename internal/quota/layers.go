@@ -62,6 +62,15 @@ type Options struct {
 	// Mkfs is the path of mkfs.ext4 (from e2fsprogs). The default looks in
 	// PATH, /usr/sbin and /sbin.
 	Mkfs string
+	// Overcommit, in ModeImagePerLayer, creates limited layers whatever
+	// the free space; off (the default), a layer is created only if the
+	// free space backs every live layer's limit and the new one (see
+	// guard.go).
+	Overcommit bool
+	// WatermarkBytes is the free space that ModeImagePerLayer's guard
+	// keeps on the data directory's filesystem: below it, writes in the
+	// layers fail with ENOSPC (0: 5% of the filesystem, at most 256 MiB).
+	WatermarkBytes int64
 }
 
 const (
