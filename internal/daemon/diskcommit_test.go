@@ -58,7 +58,7 @@ func kernelLog(t *testing.T) func() []string {
 // without error and reads back intact after the host's page cache is
 // dropped; and the kernel logs no lost write-back.
 func TestDiskOvercommit(t *testing.T) {
-	dataDir := testutil.Tmpfs(t, 96)
+	dataDir := testutil.Tmpfs(t, 64)
 	h := daemontest.Start(t, func(c *config.Config) {
 		c.DataDir = dataDir
 		c.Session.MinFreeDiskMB = -1 // the guard alone
@@ -68,19 +68,19 @@ func TestDiskOvercommit(t *testing.T) {
 	c := h.Client
 	kmsg := kernelLog(t)
 	for _, id := range []string{"a", "b"} {
-		if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: id, Limits: &api.Limits{DiskMB: 80}}); err != nil {
-			t.Fatalf("create %s with 80 MiB of a 96 MiB filesystem, overcommitted: %v", id, err)
+		if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: id, Limits: &api.Limits{DiskMB: 60}}); err != nil {
+			t.Fatalf("create %s with 60 MiB of a 64 MiB filesystem, overcommitted: %v", id, err)
 		}
 	}
 	sum := sh(t, c, "b", "head -c 4M /dev/urandom > /root/kept && sha256sum /root/kept")
 
-	r, err := c.Exec(bg, "a", &api.ExecRequest{Command: "dd if=/dev/urandom of=/root/big bs=1M count=80 2>&1; echo rc=$?; sync; echo sync=$?"})
+	r, err := c.Exec(bg, "a", &api.ExecRequest{Command: "dd if=/dev/urandom of=/root/big bs=1M count=60 2>&1; echo rc=$?; sync; echo sync=$?"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("the writer: %s; %d bytes free on the host", r.Stdout, freeBytes(t, dataDir))
 	if !strings.Contains(r.Stdout, "No space left on device") || strings.Contains(r.Stdout, "rc=0") {
-		t.Errorf("80 MiB into a session that shares 96 MiB with a neighbour: %q; want ENOSPC", r.Stdout)
+		t.Errorf("60 MiB into a session that shares 64 MiB with a neighbour: %q; want ENOSPC", r.Stdout)
 	}
 	if !strings.Contains(r.Stdout, "sync=0") {
 		t.Errorf("sync in the writer after its ENOSPC: %q; want success (what it was told it wrote is backed)", r.Stdout)
