@@ -38,7 +38,11 @@ import (
 //     (the daemon, the operator) can, and the watermark is their margin.
 //
 // The guard watches the images of every Layers in this process (the
-// sessions' and the workspaces'), grouped by filesystem.
+// sessions' and the workspaces'), grouped by filesystem. A shared image
+// (ModeSharedImage) is sparse too: it is guarded as one layer, and admitted
+// against by the remaining limits of the layers in it. Project quotas on
+// the host filesystem itself (ModeProjectQuota) need neither: a full host
+// filesystem fails the write itself with ENOSPC.
 
 const guardInterval = 200 * time.Millisecond
 
@@ -258,8 +262,9 @@ func (f *imageFS) watch(dir, dev, img string) {
 }
 
 // admit checks, in Options.Overcommit's off mode, that the filesystem
-// holding the images has room for every live image to grow to its size,
-// for a new image of newBytes, and for the watermark. The caller holds
+// holding the images has room for every live image to grow to its size
+// (for a shared image: every layer in it to its limit), for a new image or
+// layer of newBytes, and for the watermark. The caller holds
 // registry.admit until the new image exists.
 func (f *imageFS) admit(newBytes int64) error {
 	if f.overcommit {
@@ -271,13 +276,22 @@ func (f *imageFS) admit(newBytes int64) error {
 	}
 	registry.mu.Lock()
 	var dirs []string
+	var others []func() int64
 	for o := range registry.fss {
-		if oid, _, err := fsKey(o.images); err == nil && oid == id {
+		if oid, _, err := fsKey(o.images); err != nil || oid != id {
+			continue
+		}
+		if o.remaining != nil {
+			others = append(others, o.remaining)
+		} else {
 			dirs = append(dirs, o.images)
 		}
 	}
 	registry.mu.Unlock()
 	var committed int64
+	for _, o := range others {
+		committed += o()
+	}
 	for _, d := range dirs {
 		ents, err := os.ReadDir(d)
 		if err != nil {
@@ -304,3 +318,38 @@ func (f *imageFS) admit(newBytes int64) error {
 }
 
 func mibs(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// guardShared puts the shared image mounted on l.dir from dev under the
+// guard and admission, as one layer whose remaining limits are those of
+// the layers in it.
+func (l *Layers) guardShared(p *projectFS, dev string, o Options) {
+	g := &imageFS{images: l.dataDir, overcommit: o.Overcommit, watermark: o.WatermarkBytes,
+		owned: map[string]string{}, guard: map[string]*guarded{}}
+	g.remaining = func() int64 { return p.remaining(l.dir) }
+	register(g)
+	g.watch(l.dir, dev, l.image())
+	l.shared = g
+}
+
+// remaining returns what the layers in dir may still write: each one's
+// limit less its usage.
+func (p *projectFS) remaining(dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, e := range ents {
+		if !e.IsDir() || validName(e.Name()) != nil {
+			continue
+		}
+		id, err := projectID(filepath.Join(dir, e.Name()))
+		if err != nil || id < p.first {
+			continue
+		}
+		if q, err := getProjectQuota(p.root, id); err == nil {
+			n += max(0, int64(q.Bhardlimit)*1024-int64(q.Curspace))
+		}
+	}
+	return n
+}

@@ -32,6 +32,9 @@ type imageFS struct {
 	// Options.WatermarkBytes (see guard.go). (immutable)
 	overcommit bool
 	watermark  int64
+	// remaining, set only on the stand-in for a shared image (guardShared),
+	// returns what the layers in it may still write. (immutable)
+	remaining func() int64
 
 	mu    sync.Mutex
 	owned map[string]string   // layer directory -> loop device, for the mounts we made
