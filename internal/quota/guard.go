@@ -114,7 +114,9 @@ func guardLoop(stop, done chan struct{}) {
 }
 
 // watermark returns the free space the guard keeps on a filesystem of
-// total bytes for a setting of w bytes (0: the default).
+// total bytes for a setting of w bytes (0: the default). Of the Layers on
+// one filesystem, the largest setting counts (the workspaces' store leaves
+// it at 0, the sessions' store has the operator's).
 func watermark(w int64, total uint64) int64 {
 	if w > 0 {
 		return w
@@ -155,10 +157,11 @@ func guardTick() {
 			g = &group{st: st}
 			groups[id] = g
 		}
-		g.wm = max(g.wm, watermark(f.watermark, st.Blocks*uint64(st.Bsize)))
+		g.wm = max(g.wm, f.watermark)
 		g.layers = append(g.layers, f)
 	}
 	for _, g := range groups {
+		g.wm = watermark(g.wm, g.st.Blocks*uint64(g.st.Bsize))
 		// Hold every member's lock while sharing out, so no layer is
 		// added or removed under the computation.
 		for _, f := range g.layers {
@@ -277,10 +280,12 @@ func (f *imageFS) admit(newBytes int64) error {
 	registry.mu.Lock()
 	var dirs []string
 	var others []func() int64
+	var wm int64
 	for o := range registry.fss {
 		if oid, _, err := fsKey(o.images); err != nil || oid != id {
 			continue
 		}
+		wm = max(wm, o.watermark)
 		if o.remaining != nil {
 			others = append(others, o.remaining)
 		} else {
@@ -308,7 +313,7 @@ func (f *imageFS) admit(newBytes int64) error {
 		}
 	}
 	free := int64(st.Bavail) * st.Bsize
-	wm := watermark(f.watermark, st.Blocks*uint64(st.Bsize))
+	wm = watermark(wm, st.Blocks*uint64(st.Bsize))
 	if free < committed+newBytes+wm {
 		return errdefs.New(errdefs.ErrUnavailable,
 			"the disk cannot back another layer: its filesystem has %s free, and the live layers' limits still need %s, this one %s, and %s stay free (disk.reserve_watermark_mb); set disk.overcommit to grant limits beyond the free space",
