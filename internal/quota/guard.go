@@ -244,8 +244,9 @@ func setReserved(dev string, n int64) error {
 	return os.WriteFile(reservedKnob(dev), []byte(strconv.FormatInt(n, 10)), 0)
 }
 
-// watch puts the layer mounted on dir from img by dev under the guard, at
-// once (a new layer must not write past its share before the next tick).
+// watch puts the layer mounted on dir from img by dev under the guard; with
+// overcommit at once (a new layer must not write past its share before the
+// next tick).
 func (f *imageFS) watch(dir, dev, img string) {
 	g := &guarded{dev: dev, img: img}
 	var st unix.Statfs_t
@@ -261,7 +262,11 @@ func (f *imageFS) watch(dir, dev, img string) {
 	f.mu.Lock()
 	f.guard[dir] = g
 	f.mu.Unlock()
-	guardTick()
+	if f.overcommit {
+		// Without overcommit, admission backed the whole limit: the
+		// next tick is soon enough (and a create saves a tick's cost).
+		guardTick()
+	}
 }
 
 // admit checks, in Options.Overcommit's off mode, that the filesystem
