@@ -224,6 +224,10 @@ func share(host unix.Statfs_t, wm int64, fss []*imageFS) {
 	}
 }
 
+// baseXattr, on an image file, holds the reserved clusters of its mounted
+// filesystem without the guard's extra.
+const baseXattr = "user.warren.base_resv"
+
 func reservedKnob(dev string) string {
 	return "/sys/fs/ext4/" + filepath.Base(dev) + "/reserved_clusters"
 }
@@ -247,7 +251,7 @@ func setReserved(dev string, n int64) error {
 // watch puts the layer mounted on dir from img by dev under the guard; with
 // overcommit at once (a new layer must not write past its share before the
 // next tick).
-func (f *imageFS) watch(dir, dev, img string) {
+func (f *imageFS) watch(dir, dev, img string, fresh bool) {
 	g := &guarded{dev: dev, img: img}
 	var st unix.Statfs_t
 	var ist unix.Stat_t
@@ -257,6 +261,17 @@ func (f *imageFS) watch(dir, dev, img string) {
 	base, err := getReserved(dev)
 	if err != nil {
 		return
+	}
+	// A layer still mounted from an earlier daemon may carry that guard's
+	// extra: its base was recorded on the image when it was mounted. A
+	// fresh mount (a create, or adopt mounting the image again) records it.
+	if fresh {
+		_ = unix.Setxattr(img, baseXattr, []byte(strconv.FormatInt(base, 10)), 0) // without user xattrs, an adopted layer keeps the old extra until its next share
+	} else if b, err := getxattr(img, baseXattr); err == nil {
+		if n, err := strconv.ParseInt(string(b), 10, 64); err == nil && n <= base {
+			g.extra = base - n
+			base = n
+		}
 	}
 	g.base, g.used0, g.alloc0 = base, int64(st.Blocks-st.Bfree)*st.Bsize, ist.Blocks*512
 	f.mu.Lock()
@@ -332,12 +347,12 @@ func mibs(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // guardShared puts the shared image mounted on l.dir from dev under the
 // guard and admission, as one layer whose remaining limits are those of
 // the layers in it.
-func (l *Layers) guardShared(p *projectFS, dev string, o Options) {
+func (l *Layers) guardShared(p *projectFS, dev string, o Options, fresh bool) {
 	g := &imageFS{images: l.dataDir, overcommit: o.Overcommit, watermark: o.WatermarkBytes,
 		owned: map[string]string{}, guard: map[string]*guarded{}}
 	g.remaining = func() int64 { return p.remaining(l.dir) }
 	register(g)
-	g.watch(l.dir, dev, l.image())
+	g.watch(l.dir, dev, l.image(), fresh)
 	l.shared = g
 }
 

@@ -256,3 +256,53 @@ func TestReserve(t *testing.T) {
 		t.Errorf("Create after the first layer was removed = %v", err)
 	}
 }
+
+// TestGuardAdopt: a layer left mounted by a daemon whose guard had shrunk
+// it (a stop that keeps sessions) gets its whole limit back from the next
+// daemon's guard once there is room: the shrinking is not taken for the
+// layer's own reserve.
+func TestGuardAdopt(t *testing.T) {
+	dir := smallDataDir(t, 64)
+	o := Options{Mode: ModeImagePerLayer, WatermarkBytes: 4 * MiB}
+	l, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.Create("a", 16*MiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	avail := func() int64 {
+		var st unix.Statfs_t
+		if err := unix.Statfs(a, &st); err != nil {
+			t.Fatal(err)
+		}
+		return int64(st.Bavail) * st.Bsize
+	}
+	full := avail()
+	filler := filepath.Join(dir, "filler")
+	if err := os.WriteFile(filler, bytes.Repeat([]byte{1}, int(hostFree(t, dir)-6*MiB)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the guard to shrink the layer", func() bool { return avail() <= 2*MiB })
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	l = open(t, dir, o)
+	t.Cleanup(func() { l.Remove("a") })
+	waitFor(t, "the adopted layer to offer its whole limit again", func() bool { return avail() == full })
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

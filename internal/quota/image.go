@@ -99,7 +99,7 @@ func (f *imageFS) adopt(dir string) error {
 		// its share meanwhile.
 		if dev, ok, err := loopBackedBy(layer, img); err != nil || ok {
 			if ok {
-				f.watch(layer, dev, img)
+				f.watch(layer, dev, img, false)
 			}
 			continue
 		}
@@ -117,7 +117,7 @@ func (f *imageFS) adopt(dir string) error {
 				_, _ = fitCapacity(layer, dev, blocks) // unfitted, the layer offers the estimate's small surplus, as without the xattr
 			}
 		}
-		f.watch(layer, dev, img)
+		f.watch(layer, dev, img, true)
 	}
 	return nil
 }
@@ -216,7 +216,7 @@ func (f *imageFS) create(dir string, limitBytes int64) (err error) {
 	f.mu.Lock()
 	f.owned[dir] = dev
 	f.mu.Unlock()
-	f.watch(dir, dev, img)
+	f.watch(dir, dev, img, true)
 	return nil
 }
 
