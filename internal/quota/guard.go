@@ -28,7 +28,8 @@ import (
 //     errdefs.ErrUnavailable (503): the limits granted are backed by space.
 //   - The guard, in both modes: every guardInterval it gives the layers on a
 //     filesystem, between them, at most the free space above the watermark
-//     less what they have written but not yet written back, each in
+//     less what they count as used but have not yet allocated in their
+//     images (dirty data, and metadata such as inode tables), each in
 //     proportion to what its limit still allows, and raises the reserved
 //     clusters of a layer's ext4 so that it offers no more than its share.
 //     A write past the share fails with ENOSPC inside the session, before
@@ -57,8 +58,6 @@ type guarded struct {
 	dev, img string
 	base     int64 // reserved clusters fitCapacity left (the limit's own)
 	extra    int64 // reserved clusters the guard added on top
-	used0    int64 // bytes the layer's ext4 used when it was mounted
-	alloc0   int64 // bytes its image had allocated then
 }
 
 // registry holds the imageFS backends of this process.
@@ -196,8 +195,12 @@ func share(host unix.Statfs_t, wm int64, fss []*imageFS) {
 			if unix.Statfs(dir, &st) != nil || unix.Stat(g.img, &ist) != nil {
 				continue
 			}
+			// What the layer's ext4 counts as used but the image has not
+			// allocated: dirty data, and metadata mkfs left sparse (inode
+			// tables, a shared image's journal) that fills in as it is
+			// written. An upper bound, so the shares stay on the safe side.
 			used := int64(st.Blocks-st.Bfree) * st.Bsize
-			pending := max(0, (used-g.used0)-(ist.Blocks*512-g.alloc0))
+			pending := max(0, used-ist.Blocks*512)
 			headroom -= pending
 			s := layerState{dir: dir, g: g, bsize: st.Bsize, total: int64(st.Blocks),
 				avail: (int64(st.Bavail) + g.extra) * st.Bsize}
@@ -253,11 +256,6 @@ func setReserved(dev string, n int64) error {
 // next tick).
 func (f *imageFS) watch(dir, dev, img string, fresh bool) {
 	g := &guarded{dev: dev, img: img}
-	var st unix.Statfs_t
-	var ist unix.Stat_t
-	if unix.Statfs(dir, &st) != nil || unix.Stat(img, &ist) != nil {
-		return
-	}
 	base, err := getReserved(dev)
 	if err != nil {
 		return
@@ -273,7 +271,7 @@ func (f *imageFS) watch(dir, dev, img string, fresh bool) {
 			base = n
 		}
 	}
-	g.base, g.used0, g.alloc0 = base, int64(st.Blocks-st.Bfree)*st.Bsize, ist.Blocks*512
+	g.base = base
 	f.mu.Lock()
 	f.guard[dir] = g
 	f.mu.Unlock()
