@@ -348,9 +348,21 @@ func mibs(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 func (l *Layers) guardShared(p *projectFS, dev string, o Options, fresh bool) {
 	g := &imageFS{images: l.dataDir, overcommit: o.Overcommit, watermark: o.WatermarkBytes,
 		owned: map[string]string{}, guard: map[string]*guarded{}}
-	g.remaining = func() int64 { return p.remaining(l.dir) }
+	img := l.image()
+	g.remaining = func() int64 {
+		// Plus what its ext4 counts as used but the image has not
+		// allocated (as share counts it): sparse metadata and the lazily
+		// initialised journal fill in as they are written.
+		var st unix.Statfs_t
+		var ist unix.Stat_t
+		var meta int64
+		if unix.Statfs(l.dir, &st) == nil && unix.Stat(img, &ist) == nil {
+			meta = max(0, int64(st.Blocks-st.Bfree)*st.Bsize-ist.Blocks*512)
+		}
+		return p.remaining(l.dir) + meta
+	}
 	register(g)
-	g.watch(l.dir, dev, l.image(), fresh)
+	g.watch(l.dir, dev, img, fresh)
 	l.shared = g
 }
 
