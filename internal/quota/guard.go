@@ -264,7 +264,11 @@ func (f *imageFS) watch(dir, dev, img string, fresh bool) {
 	// extra: its base was recorded on the image when it was mounted. A
 	// fresh mount (a create, or adopt mounting the image again) records it.
 	if fresh {
-		_ = unix.Setxattr(img, baseXattr, []byte(strconv.FormatInt(base, 10)), 0) // without user xattrs, an adopted layer keeps the old extra until its next share
+		// Without user xattrs (tmpfs before Linux 6.6) a layer adopted
+		// while mounted keeps the old extra as part of its base: it
+		// stays smaller than its limit until its session ends, never
+		// larger.
+		_ = unix.Setxattr(img, baseXattr, []byte(strconv.FormatInt(base, 10)), 0)
 	} else if b, err := getxattr(img, baseXattr); err == nil {
 		if n, err := strconv.ParseInt(string(b), 10, 64); err == nil && n <= base {
 			g.extra = base - n
