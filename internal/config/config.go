@@ -54,6 +54,9 @@ type Config struct {
 	// NoDiskQuota runs without a layer store: writable layers are then
 	// unlimited and sessions may not ask for limits.disk_mb.
 	NoDiskQuota bool
+	// Disk is how the sessions' disk limits are backed by the data
+	// directory's filesystem (see internal/quota's guard.go).
+	Disk Disk
 	// Shutdown is what a stop does to running sessions: ShutdownKeep
 	// leaves them running for the next daemon to adopt, ShutdownDestroy
 	// deletes them.
@@ -71,6 +74,19 @@ type Config struct {
 	Auth          Auth
 	Network       Network
 	Fleet         Fleet
+}
+
+// Disk: the per-layer images of the sessions' writable layers are sparse.
+// Without Overcommit a layer is created only if the free space backs every
+// live layer's limit and the new one; with it, limits may add up to more
+// than the disk holds. In both, writes inside sessions fail with ENOSPC
+// once the free space falls under ReserveWatermarkMB, before the host
+// filesystem fills and a layer's write-back would be lost.
+type Disk struct {
+	Overcommit bool
+	// ReserveWatermarkMB is the free space kept (0: 5% of the filesystem,
+	// at most 256 MiB).
+	ReserveWatermarkMB int64
 }
 
 // MCPHosts returns MCPAllowedHosts as a list.

@@ -197,7 +197,7 @@ func (d *Daemon) startRuntime() error {
 		return fmt.Errorf("compile the seccomp filter: %w", err)
 	}
 	if !cfg.NoDiskQuota {
-		if d.layers, err = quota.Open(cfg.DataDir, quota.Options{}); err != nil {
+		if d.layers, err = quota.Open(cfg.DataDir, quota.Options{Overcommit: cfg.Disk.Overcommit, WatermarkBytes: cfg.Disk.ReserveWatermarkMB << 20}); err != nil {
 			return fmt.Errorf("open the layer store for disk limits (%w); pass --no-disk-quota to run without disk limits", err)
 		}
 		opts.Layers = d.layers

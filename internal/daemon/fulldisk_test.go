@@ -39,6 +39,9 @@ func TestRestartOnFullDisk(t *testing.T) {
 			}
 			cgroupParent = c.CgroupParent
 			c.Session.MinFreeDiskMB = -1
+			// Limits are backed by free space (disk.overcommit off): the
+			// default 1 GiB does not fit on this filesystem.
+			c.Session.DefaultLimits.DiskMB = 16
 		})
 	}
 	h := start(config.ShutdownKeep)
@@ -155,6 +158,7 @@ func TestFullDiskUnavailable(t *testing.T) {
 	h := daemontest.Start(t, func(c *config.Config) {
 		c.DataDir = dataDir
 		c.Session.MinFreeDiskMB = -1
+		c.Session.DefaultLimits.DiskMB = 16 // backed by the 160 MiB (disk.overcommit off)
 	})
 	c := h.Client
 	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "a"}); err != nil {

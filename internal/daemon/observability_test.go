@@ -395,6 +395,9 @@ func TestDiskFull(t *testing.T) {
 		dataDir = testutil.Tmpfs(t, 128)
 		c.DataDir = dataDir
 		c.Session.MinFreeDiskMB = 16
+		// Limits are backed by free space (disk.overcommit off): the
+		// default 1 GiB does not fit on this filesystem.
+		c.Session.DefaultLimits.DiskMB = 16
 	})
 	c := h.Client
 	if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: "a"}); err != nil {
@@ -497,6 +500,7 @@ func TestNoexecDataDir(t *testing.T) {
 	h := daemontest.Start(t, func(c *config.Config) {
 		dataDir = testutil.NoexecTmpfs(t, 512)
 		c.DataDir = dataDir
+		c.Session.DefaultLimits.DiskMB = 64 // backed by the 512 MiB (disk.overcommit off)
 	})
 	if _, err := h.Client.CreateSession(bg, &api.CreateSessionRequest{ID: "nx"}); err != nil {
 		t.Fatal(err)

@@ -87,9 +87,13 @@
 // never finished.
 //
 // Images are sparse: the sum of the limits may exceed the free space of the
-// data directory's filesystem. Admission control (not committing more than
-// the disk holds) belongs to the caller; if the host filesystem fills, the
-// writes of the sessions whose images still grow fail with an I/O error.
+// data directory's filesystem, and if that filesystem filled, a layer's
+// write-back would fail after the session had been told its write (and
+// sync) succeeded. guard.go prevents it: without Options.Overcommit a
+// layer is created only if the free space backs it beside the others, and
+// in every image mode a guard keeps Options.WatermarkBytes free by
+// shrinking the layers' room (their reserved clusters), so writes fail
+// with ENOSPC inside the session first.
 //
 // # Dependencies
 //

@@ -28,9 +28,17 @@ type imageFS struct {
 	images    string // <dataDir>/layer-images (immutable)
 	mkfs      string // mkfs.ext4 (immutable)
 	maxInodes int64  // (immutable)
+	// overcommit and watermark are Options.Overcommit and
+	// Options.WatermarkBytes (see guard.go). (immutable)
+	overcommit bool
+	watermark  int64
+	// remaining, set only on the stand-in for a shared image (guardShared),
+	// returns what the layers in it may still write. (immutable)
+	remaining func() int64
 
 	mu    sync.Mutex
-	owned map[string]string // layer directory -> loop device, for the mounts we made
+	owned map[string]string   // layer directory -> loop device, for the mounts we made
+	guard map[string]*guarded // layer directory -> its image, for every mounted one
 }
 
 // Layer filesystems use 4 KiB blocks, no journal (a layer does not outlive
@@ -50,10 +58,12 @@ func (l *Layers) openImagePerLayer(o Options) error {
 	if err != nil {
 		return err
 	}
-	f := &imageFS{images: l.imagesDir(), mkfs: mkfs, maxInodes: o.MaxInodes, owned: map[string]string{}}
+	f := &imageFS{images: l.imagesDir(), mkfs: mkfs, maxInodes: o.MaxInodes, owned: map[string]string{},
+		guard: map[string]*guarded{}, overcommit: o.Overcommit, watermark: o.WatermarkBytes}
 	if err := os.Mkdir(f.images, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
+	register(f)
 	if err := f.adopt(l.dir); err != nil {
 		f.close()
 		return err
@@ -85,8 +95,12 @@ func (f *imageFS) adopt(dir string) error {
 			continue
 		}
 		// Still mounted: a sandbox that outlived its daemon writes to it.
-		// Remove unmounts it when the session goes.
-		if _, ok, err := loopBackedBy(layer, img); err != nil || ok {
+		// Remove unmounts it when the session goes; the guard keeps it in
+		// its share meanwhile.
+		if dev, ok, err := loopBackedBy(layer, img); err != nil || ok {
+			if ok {
+				f.watch(layer, dev, img, false)
+			}
 			continue
 		}
 		if mp, err := isMountPoint(layer); err != nil || mp {
@@ -103,6 +117,7 @@ func (f *imageFS) adopt(dir string) error {
 				_, _ = fitCapacity(layer, dev, blocks) // unfitted, the layer offers the estimate's small surplus, as without the xattr
 			}
 		}
+		f.watch(layer, dev, img, true)
 	}
 	return nil
 }
@@ -160,7 +175,14 @@ func (f *imageFS) create(dir string, limitBytes int64) (err error) {
 	// The estimate is a little generous; if it ever falls short, format
 	// once more with the shortfall added.
 	for try := 0; ; try++ {
-		if err := f.format(img, blocks, inodes); err != nil {
+		// The image counts for the next admission once it exists.
+		registry.admit.Lock()
+		err := f.admit(blocks * blockSize)
+		if err == nil {
+			err = f.format(img, blocks, inodes)
+		}
+		registry.admit.Unlock()
+		if err != nil {
 			return err
 		}
 		dev, err = mountImage(img, dir, layerMountData)
@@ -194,6 +216,7 @@ func (f *imageFS) create(dir string, limitBytes int64) (err error) {
 	f.mu.Lock()
 	f.owned[dir] = dev
 	f.mu.Unlock()
+	f.watch(dir, dev, img, true)
 	return nil
 }
 
@@ -350,6 +373,11 @@ func fitCapacity(dir, dev string, limitBlocks int64) (short int64, err error) {
 }
 
 func (f *imageFS) remove(dir string) error {
+	// Out of the guard first: its loop device may serve another layer
+	// once this one is unmounted.
+	f.mu.Lock()
+	delete(f.guard, dir)
+	f.mu.Unlock()
 	mp, err := isMountPoint(dir)
 	if err != nil {
 		return err
@@ -413,8 +441,10 @@ func (f *imageFS) usage(dir string) (int64, error) {
 
 // close unmounts every layer filesystem this imageFS mounted.
 func (f *imageFS) close() error {
+	unregister(f)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	clear(f.guard)
 	var errs []error
 	for dir, dev := range f.owned {
 		if err := unmount(dir); err != nil {

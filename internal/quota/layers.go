@@ -62,6 +62,15 @@ type Options struct {
 	// Mkfs is the path of mkfs.ext4 (from e2fsprogs). The default looks in
 	// PATH, /usr/sbin and /sbin.
 	Mkfs string
+	// Overcommit, in ModeImagePerLayer, creates limited layers whatever
+	// the free space; off (the default), a layer is created only if the
+	// free space backs every live layer's limit and the new one (see
+	// guard.go).
+	Overcommit bool
+	// WatermarkBytes is the free space that ModeImagePerLayer's guard
+	// keeps on the data directory's filesystem: below it, writes in the
+	// layers fail with ENOSPC (0: 5% of the filesystem, at most 256 MiB).
+	WatermarkBytes int64
 }
 
 const (
@@ -80,6 +89,7 @@ type Layers struct {
 	mounted bool   // Open mounted the shared image (immutable)
 	dev     string // the shared image's loop device, when mounted (immutable)
 	be      backend
+	shared  *imageFS // the shared image's stand-in for the guard, in ModeSharedImage (immutable)
 
 	mu        sync.Mutex
 	busy      map[string]bool // names a Create or Remove is working on
@@ -198,6 +208,7 @@ func (l *Layers) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
+	l.unguardShared()
 	err := l.be.close()
 	if l.mounted && !l.unmounted {
 		if uerr := unmount(l.dir); uerr != nil {
@@ -223,7 +234,18 @@ func (l *Layers) Release() error {
 		f.mu.Unlock()
 	}
 	l.unmounted = true // the shared image, if any, stays mounted too
+	l.unguardShared()
 	return l.be.close()
+}
+
+// unguardShared takes the shared image, if any, out of the guard.
+func (l *Layers) unguardShared() {
+	if l.shared != nil {
+		unregister(l.shared)
+		l.shared.mu.Lock()
+		clear(l.shared.guard)
+		l.shared.mu.Unlock()
+	}
 }
 
 // Dir returns the directory that holds the layers, <dataDir>/layers.
@@ -251,6 +273,14 @@ func (l *Layers) Create(name string, limitBytes int64) (string, error) {
 		return "", err
 	}
 	defer done()
+	if l.shared != nil && limitBytes > 0 {
+		// The limit counts for the next admission once it is set.
+		registry.admit.Lock()
+		defer registry.admit.Unlock()
+		if err := l.shared.admit(limitBytes); err != nil {
+			return "", fmt.Errorf("create layer %s: %w", name, err)
+		}
+	}
 	if err := l.be.create(dir, limitBytes); err != nil {
 		return "", fmt.Errorf("create layer %s: %w", name, err)
 	}

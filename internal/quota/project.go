@@ -279,6 +279,7 @@ func (l *Layers) openSharedImage(o Options) error {
 			return err
 		}
 		l.be, l.mode, l.dev = p, ModeSharedImage, dev
+		l.guardShared(p, dev, o, false)
 		return nil
 	}
 	if mp, err := isMountPoint(l.dir); err != nil {
@@ -324,6 +325,7 @@ func (l *Layers) openSharedImage(o Options) error {
 		return errors.Join(err, waitLoopFree(dev, waitLoop))
 	}
 	l.be, l.mode, l.mounted, l.dev = p, ModeSharedImage, true, dev
+	l.guardShared(p, dev, o, true)
 	return nil
 }
 

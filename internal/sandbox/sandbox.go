@@ -447,7 +447,9 @@ func (r *Runtime) makeDirs(c *Config, ids spec.IDRange, cu *cleanup.Cleanup) (di
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", "", fmt.Errorf("create sandbox directory: %w", err)
 	}
-	cu.Add(func() { os.RemoveAll(dir) })
+	// Not dir itself: a failed return sets it to "" before cu runs.
+	sandboxDir := dir
+	cu.Add(func() { os.RemoveAll(sandboxDir) })
 	if err := r.passableBy(dir, ids); err != nil {
 		return "", "", err
 	}

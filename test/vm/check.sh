@@ -34,7 +34,9 @@ section() { echo; echo "---- $*"; }
 # (writes its PID into cgroup.procs, then execs). Fails when the kernel
 # refuses the placement or the daemon does not answer /healthz in 120 s.
 start_daemon() {
-	bash -c 'echo $$ > "$1/cgroup.procs" || exit 97; exec warren serve --log-format text' _ "$1" >>"$LOG" 2>&1 &
+	# Disk limits are backed by free space (disk.overcommit off): the 3 GiB
+	# root holds the checks' sessions at 256 MiB each, not at the default 1 GiB.
+	bash -c 'echo $$ > "$1/cgroup.procs" || exit 97; exec warren serve --log-format text --default-disk-mb 256' _ "$1" >>"$LOG" 2>&1 &
 	daemon=$!
 	for _ in $(seq 240); do
 		wget -q -O /dev/null http://127.0.0.1:7433/healthz 2>/dev/null && return 0
