@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -830,7 +831,7 @@ func TestOtherUser(t *testing.T) {
 }
 
 // BenchmarkEnvd measures the round trips E2B's SDK makes most: a command
-// (Start to its end event), a Stat (one helper run in the sandbox) and a
+// (Start to its end event), a Stat, a ListDir of /etc, a MakeDir and a
 // small upload.
 func BenchmarkEnvd(b *testing.B) {
 	testutil.RequiresRoot(b)
@@ -850,6 +851,22 @@ func BenchmarkEnvd(b *testing.B) {
 	b.Run("Stat", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/etc/passwd"})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ListDir", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := e.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "/etc", Depth: 1})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("MakeDir", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			if _, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: fmt.Sprintf("/tmp/bench/d%d", i)})); err != nil {
 				b.Fatal(err)
 			}
 		}

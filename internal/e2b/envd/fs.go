@@ -10,7 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -136,9 +136,23 @@ func decodeHelper(code int, stdout, stderr []byte, out any) error {
 	return connect.NewError(connect.CodeInternal, fmt.Errorf("the filesystem helper failed (exit %d): %s", code, bytes.TrimSpace(stderr)))
 }
 
-// home returns user's home directory in the sandbox, cached per session.
-// A user the sandbox does not know is unauthenticated, as in E2B's envd;
-// without the helper (no python3) the home is the usual place.
+// fs runs one filesystem call in the sandbox, through warren's agent: as
+// user where the session can switch users (a root session), else as the
+// session's own user. Paths are absolute.
+func (s *Server) fs(ctx context.Context, t Target, user string, req *session.FSRequest) (*session.FSReply, error) {
+	if user != defaultUser(t) && canSwitch(t, user) {
+		req.User = user
+	}
+	rep, err := s.mgr.FS(ctx, t.Tenant, t.Session, req)
+	if err != nil {
+		return nil, s.rpcErr(ctx, t, err)
+	}
+	return rep, nil
+}
+
+// home returns user's home directory in the sandbox (from its
+// /etc/passwd), cached per session. A user the sandbox does not know is
+// unauthenticated, as in E2B's envd.
 func (s *Server) home(ctx context.Context, t Target, user string) (string, error) {
 	st := s.state(t)
 	st.mu.Lock()
@@ -147,70 +161,154 @@ func (s *Server) home(ctx context.Context, t Target, user string) (string, error
 	if h != "" {
 		return h, nil
 	}
-	var out struct {
-		Home string `json:"home"`
+	rep, err := s.mgr.FS(ctx, t.Tenant, t.Session, &session.FSRequest{Op: session.FSHome, User: user})
+	if err != nil {
+		return "", s.rpcErr(ctx, t, err)
 	}
-	if err := s.helper(ctx, t, defaultUser(t), &out, "home", user); err != nil || out.Home == "" {
-		var ce *connect.Error
-		if errors.As(err, &ce) && ce.Code() == connect.CodeUnauthenticated {
-			return "", err
-		}
-		if user == "root" {
-			return "/root", nil
-		}
-		return "/home/" + user, nil
+	if rep.Home == "" {
+		rep.Home = "/"
 	}
 	st.mu.Lock()
-	st.homes[user] = out.Home
+	st.homes[user] = rep.Home
 	st.mu.Unlock()
-	return out.Home, nil
+	return rep.Home, nil
+}
+
+// absPath makes p absolute as E2B's envd does: "" is user's home, "~"
+// stands for it, and a relative path is relative to it.
+func (s *Server) absPath(ctx context.Context, t Target, user, p string) (string, error) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		p = strings.TrimPrefix(strings.TrimPrefix(p, "~"), "/")
+	}
+	if path.IsAbs(p) {
+		return path.Clean(p), nil
+	}
+	home, err := s.home(ctx, t, user)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(home, p), nil
+}
+
+// fileMode renders a mode as ls does ("drwxr-xr-x").
+func fileMode(e *session.FSEntry) string {
+	var b [10]byte
+	switch e.Type {
+	case "dir":
+		b[0] = 'd'
+	case "symlink":
+		b[0] = 'l'
+	case "file":
+		b[0] = '-'
+	default:
+		b[0] = '?'
+	}
+	const rwx = "rwxrwxrwx"
+	for i := range 9 {
+		if e.Mode&(1<<(8-i)) != 0 {
+			b[1+i] = rwx[i]
+		} else {
+			b[1+i] = '-'
+		}
+	}
+	special := func(bit uint32, at int, set, unset byte) {
+		if e.Mode&bit != 0 {
+			if b[at] == '-' {
+				b[at] = unset
+			} else {
+				b[at] = set
+			}
+		}
+	}
+	special(0o4000, 3, 's', 'S')
+	special(0o2000, 6, 's', 'S')
+	special(0o1000, 9, 't', 'T')
+	return string(b[:])
+}
+
+// entryInfo is an agent's entry as E2B's SDKs read it.
+func entryInfo(e *session.FSEntry) *filesystem.EntryInfo {
+	if e == nil {
+		return nil
+	}
+	name := e.Name
+	if e.Path == "/" {
+		name = "/"
+	}
+	info := &filesystem.EntryInfo{Name: name, Path: e.Path, Size: e.Size, Mode: e.Mode, Permissions: fileMode(e),
+		Owner: e.Owner, Group: e.Group, ModifiedTime: timestamppb.New(e.MTime), Metadata: e.Metadata}
+	switch e.Type {
+	case "file":
+		info.Type = filesystem.FileType_FILE_TYPE_FILE
+	case "dir":
+		info.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
+	case "symlink":
+		info.Type = filesystem.FileType_FILE_TYPE_SYMLINK
+		r := e.Resolved
+		info.SymlinkTarget = &r
+	}
+	if info.Metadata == nil {
+		info.Metadata = map[string]string{}
+	}
+	return info
 }
 
 // filesystemService implements filesystem.Filesystem.
 type filesystemService struct{ s *Server }
 
-// call is the common shape of the unary calls: the target, the user, one
-// helper call.
-func (f *filesystemService) call(ctx context.Context, h http.Header, out any, op string, args ...string) error {
+// call is the common shape of the unary calls: the target, the user, the
+// path made absolute, one agent call.
+func (f *filesystemService) call(ctx context.Context, h http.Header, req *session.FSRequest) (*session.FSReply, error) {
 	t, err := target(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	user, err := userOf(t, h)
 	if err != nil {
-		return f.s.rpcErr(ctx, t, err)
+		return nil, f.s.rpcErr(ctx, t, err)
 	}
-	return f.s.helper(ctx, t, user, out, op, args...)
+	if req.Path, err = f.s.absPath(ctx, t, user, req.Path); err != nil {
+		return nil, f.s.rpcErr(ctx, t, err)
+	}
+	if req.Op == session.FSMove {
+		if req.Dest, err = f.s.absPath(ctx, t, user, req.Dest); err != nil {
+			return nil, f.s.rpcErr(ctx, t, err)
+		}
+	}
+	return f.s.fs(ctx, t, user, req)
 }
 
 func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
-	var e helperEntry
-	if err := f.call(ctx, req.Header(), &e, "stat", req.Msg.GetPath()); err != nil {
+	rep, err := f.call(ctx, req.Header(), &session.FSRequest{Op: session.FSStat, Path: req.Msg.GetPath()})
+	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&filesystem.StatResponse{Entry: e.proto()}), nil
+	return connect.NewResponse(&filesystem.StatResponse{Entry: entryInfo(rep.Entry)}), nil
 }
 
 func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
 	if req.Msg.GetPath() == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("path is required"))
 	}
-	var e helperEntry
-	if err := f.call(ctx, req.Header(), &e, "mkdir", req.Msg.GetPath()); err != nil {
+	rep, err := f.call(ctx, req.Header(), &session.FSRequest{Op: session.FSMkdir, Path: req.Msg.GetPath()})
+	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: e.proto()}), nil
+	if rep.Existed {
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory '%s' already exists", rep.Entry.Path))
+	}
+	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: entryInfo(rep.Entry)}), nil
 }
 
 func (f *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
 	if req.Msg.GetSource() == "" || req.Msg.GetDestination() == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("source and destination are required"))
 	}
-	var e helperEntry
-	if err := f.call(ctx, req.Header(), &e, "move", req.Msg.GetSource(), req.Msg.GetDestination()); err != nil {
+	rep, err := f.call(ctx, req.Header(), &session.FSRequest{Op: session.FSMove, Path: req.Msg.GetSource(), Dest: req.Msg.GetDestination()})
+	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&filesystem.MoveResponse{Entry: e.proto()}), nil
+	return connect.NewResponse(&filesystem.MoveResponse{Entry: entryInfo(rep.Entry)}), nil
 }
 
 func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error) {
@@ -218,13 +316,13 @@ func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	if depth == 0 {
 		depth = 1
 	}
-	var es []*helperEntry
-	if err := f.call(ctx, req.Header(), &es, "list", req.Msg.GetPath(), strconv.Itoa(int(min(depth, 64)))); err != nil {
+	rep, err := f.call(ctx, req.Header(), &session.FSRequest{Op: session.FSList, Path: req.Msg.GetPath(), Depth: int(min(depth, 64))})
+	if err != nil {
 		return nil, err
 	}
-	out := &filesystem.ListDirResponse{Entries: make([]*filesystem.EntryInfo, 0, len(es))}
-	for _, e := range es {
-		out.Entries = append(out.Entries, e.proto())
+	out := &filesystem.ListDirResponse{Entries: make([]*filesystem.EntryInfo, 0, len(rep.Entries))}
+	for i := range rep.Entries {
+		out.Entries = append(out.Entries, entryInfo(&rep.Entries[i]))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -233,8 +331,7 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	if req.Msg.GetPath() == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("path is required"))
 	}
-	var out struct{}
-	if err := f.call(ctx, req.Header(), &out, "remove", req.Msg.GetPath()); err != nil {
+	if _, err := f.call(ctx, req.Header(), &session.FSRequest{Op: session.FSRemove, Path: req.Msg.GetPath()}); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil

@@ -1,0 +1,67 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/warrenhq/warren/internal/agentproto"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
+)
+
+// FS runs one filesystem call of E2B's envd in the agent.
+func (sb *Sandbox) FS(ctx context.Context, req *agentproto.FSRequest) (*agentproto.FSReply, error) {
+	s, err := sb.conn.Call(agentproto.OpFS, req, nil)
+	if err != nil {
+		return nil, sb.callError(ctx, nil, err)
+	}
+	// A large listing arrives as Data before the Reply.
+	r := agentproto.NewDataReader(ctx, s)
+	data, err := io.ReadAll(io.LimitReader(r, maxListBytes+1))
+	if err != nil {
+		return nil, sb.callError(ctx, s, err)
+	}
+	var rep agentproto.FSReply
+	if err := r.Reply(&rep); err != nil {
+		return nil, sb.callError(ctx, s, err)
+	}
+	if rep.EntriesStreamed {
+		if len(data) > maxListBytes {
+			s.Cancel()
+			return nil, errdefs.New(errdefs.ErrTooLarge, "the listing of %s is larger than %d bytes", req.Path, maxListBytes)
+		}
+		if err := json.Unmarshal(data, &rep.Entries); err != nil {
+			return nil, fmt.Errorf("decode listing: %w", err)
+		}
+	}
+	return &rep, nil
+}
+
+func toFSEntry(e *agentproto.FSEntry) session.FSEntry {
+	return session.FSEntry{Entry: toEntry(&e.Entry), UID: e.UID, GID: e.GID, Owner: e.Owner, Group: e.Group,
+		Resolved: e.Resolved, Metadata: e.Metadata}
+}
+
+func (s sessionSandbox) FS(ctx context.Context, req *session.FSRequest) (*session.FSReply, error) {
+	rep, err := s.sb.FS(ctx, &agentproto.FSRequest{Op: req.Op, Path: req.Path, Dest: req.Dest, Depth: req.Depth,
+		User: req.User, Metadata: req.Metadata, Own: req.Own})
+	if err != nil {
+		return nil, err
+	}
+	out := &session.FSReply{Existed: rep.Existed, Home: rep.Home}
+	if rep.Entry != nil {
+		e := toFSEntry(rep.Entry)
+		out.Entry = &e
+	}
+	if rep.Entries != nil {
+		out.Entries = make([]session.FSEntry, len(rep.Entries))
+		for i := range rep.Entries {
+			out.Entries[i] = toFSEntry(&rep.Entries[i])
+		}
+	}
+	return out, nil
+}
+
+var _ session.FSSandbox = sessionSandbox{}
