@@ -60,10 +60,16 @@ func (e *env) needPython(t testing.TB) {
 
 func newEnv(t testing.TB, user string) *env {
 	t.Helper()
+	return newEnvWith(t, user, nil)
+}
+
+// newEnvWith is newEnv with the session's environment.
+func newEnvWith(t testing.TB, user string, environ map[string]string) *env {
+	t.Helper()
 	h := daemontest.Start(t, nil)
 	mgr := h.Daemon.Manager()
 	ctx := context.Background()
-	info, _, err := mgr.Create(ctx, "default", &session.CreateRequest{User: user})
+	info, _, err := mgr.Create(ctx, "default", &session.CreateRequest{User: user, Env: environ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +413,6 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("Filesystem", func(t *testing.T) {
-		e.needPython(t)
 		if _, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "work/a/b"})); err != nil {
 			t.Fatal(err)
 		}
@@ -570,7 +575,6 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("Files", func(t *testing.T) {
-		e.needPython(t)
 		// Multipart, two files, parents created, metadata on both.
 		var body bytes.Buffer
 		mw := multipart.NewWriter(&body)
@@ -794,7 +798,6 @@ func (e *env) download(t *testing.T, path string, gz bool) string {
 func TestOtherUser(t *testing.T) {
 	testutil.RequiresRoot(t)
 	e := newEnv(t, "sandbox")
-	e.needPython(t)
 	ctx := context.Background()
 	r := e.run(ctx, &process.StartRequest{Process: bash("id -un; pwd")})
 	if r.stdout != "sandbox\n/home/sandbox\n" {
@@ -804,6 +807,23 @@ func TestOtherUser(t *testing.T) {
 	st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "rel.txt"}))
 	if err != nil || st.Msg.Entry.Path != "/home/sandbox/rel.txt" || st.Msg.Entry.Owner != "sandbox" || st.Msg.Entry.Group != "sandbox" {
 		t.Errorf("stat: %v %v", st, err)
+	}
+	// The filesystem calls run as the session's user: what they create is
+	// theirs, and the kernel's permission checks are theirs (the agent,
+	// root of the sandbox, could create in /etc).
+	md, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "made/deep"}))
+	if err != nil || md.Msg.Entry.Owner != "sandbox" || md.Msg.Entry.Path != "/home/sandbox/made/deep" {
+		t.Errorf("MakeDir as the session's user: %v %v", md, err)
+	}
+	for name, err := range map[string]error{
+		"mkdir in /etc":      errOf(e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "/etc/not-mine"}))),
+		"move into /etc":     errOf(e.fs.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: "rel.txt", Destination: "/etc/rel.txt"}))),
+		"remove /etc/passwd": errOf(e.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/etc/passwd"}))),
+		"list /root":         errOf(e.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "/root"}))),
+	} {
+		if code(err) != connect.CodePermissionDenied {
+			t.Errorf("%s as the session's user: %v, want permission_denied", name, err)
+		}
 	}
 	req := connect.NewRequest(&process.StartRequest{Process: bash("id -un; echo $HOME; pwd; touch /etc/by-root && stat -c %U /etc/by-root")})
 	req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("root:")))
@@ -827,6 +847,46 @@ func TestOtherUser(t *testing.T) {
 	}
 	if got := e.download(t, "hello.txt&username=root", false); got != "hello" {
 		t.Errorf("download as root: %q", got)
+	}
+}
+
+// TestFilesystemWithoutPython: the filesystem calls are the agent's, so an
+// image without python3 (node, distroless) lists, stats, creates, moves,
+// removes and tags files; only the watches say what they need.
+func TestFilesystemWithoutPython(t *testing.T) {
+	testutil.RequiresRoot(t)
+	// No python3 on the session's PATH: to what runs in it, the image has
+	// none (the test's image is the host's, which cannot be changed).
+	e := newEnvWith(t, "", map[string]string{"PATH": "/no-python"})
+	if e.python {
+		t.Fatal("python3 is still found")
+	}
+	ctx := context.Background()
+	if _, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "np/sub"})); err != nil {
+		t.Fatal(err)
+	}
+	e.upload(t, "/root/np/sub/f.txt", "data", map[string]string{"X-Metadata-Color": "blue"})
+	st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "np/sub/f.txt"}))
+	if err != nil || st.Msg.Entry.Size != 4 || st.Msg.Entry.Owner != "root" || st.Msg.Entry.Metadata["color"] != "blue" {
+		t.Fatalf("stat: %v %v", st, err)
+	}
+	ls, err := e.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "np", Depth: 2}))
+	if err != nil || names(ls.Msg.Entries) != "/root/np/sub /root/np/sub/f.txt" {
+		t.Errorf("ListDir: %v %v", names(ls.Msg.GetEntries()), err)
+	}
+	mv, err := e.fs.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: "np/sub/f.txt", Destination: "np/other/g.txt"}))
+	if err != nil || mv.Msg.Entry.Path != "/root/np/other/g.txt" || mv.Msg.Entry.Metadata["color"] != "blue" {
+		t.Errorf("Move: %v %v", mv, err)
+	}
+	if _, err := e.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "np"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "np"})); code(err) != connect.CodeNotFound {
+		t.Errorf("stat after remove: %v", err)
+	}
+	_, err = e.fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/root"}))
+	if code(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "python3") {
+		t.Errorf("a watch without python3: %v, want failed_precondition naming python3", err)
 	}
 }
 
