@@ -23,15 +23,11 @@ import (
 	"github.com/warrenhq/warren/internal/session"
 )
 
-// fsHelper is the program that does, inside the sandbox, the filesystem
-// work warren's agent has no call for.
+// fsHelper is the program that watches directories (inotify) inside the
+// sandbox, the one filesystem call warren's agent has not.
 //
 //go:embed fshelper.py
 var fsHelper string
-
-// helperTimeout bounds one helper call (a watch runs as long as its
-// stream).
-const helperTimeout = 30 * time.Second
 
 // helperExit is the helper's exit status for an error it reports as JSON.
 const helperExit = 3
@@ -90,20 +86,11 @@ func helperArgv(t Target, user, op string, args ...string) []string {
 	return argv
 }
 
-// helper runs one helper call and decodes its answer into out.
-func (s *Server) helper(ctx context.Context, t Target, user string, out any, op string, args ...string) error {
-	res, err := s.mgr.Exec(ctx, t.Tenant, t.Session, &session.ExecRequest{Argv: helperArgv(t, user, op, args...), Timeout: helperTimeout}, nil)
-	if err != nil {
-		return s.helperErr(ctx, t, err)
-	}
-	return decodeHelper(res.ExitCode, res.Stdout, res.Stderr, out)
-}
-
 // helperErr explains a helper that could not start: the image lacks
 // python3 (or sudo, for another user).
 func (s *Server) helperErr(ctx context.Context, t Target, err error) error {
 	if errdefs.Is(err, errdefs.ErrNotFound) && !s.gone(ctx, t) {
-		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("E2B's filesystem calls need python3 (and sudo to act as another user) in the sandbox's image: %w", err))
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("E2B's watches need python3 (and sudo to act as another user) in the sandbox's image: %w", err))
 	}
 	return s.rpcErr(ctx, t, err)
 }
@@ -131,7 +118,7 @@ func decodeHelper(code int, stdout, stderr []byte, out any) error {
 			return connect.NewError(connect.CodeUnauthenticated, errors.New(msg))
 		}
 	case 127:
-		return connect.NewError(connect.CodeFailedPrecondition, errors.New("E2B's filesystem calls need python3 in the sandbox's image"))
+		return connect.NewError(connect.CodeFailedPrecondition, errors.New("E2B's watches need python3 in the sandbox's image"))
 	}
 	return connect.NewError(connect.CodeInternal, fmt.Errorf("the filesystem helper failed (exit %d): %s", code, bytes.TrimSpace(stderr)))
 }

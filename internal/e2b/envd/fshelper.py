@@ -1,9 +1,9 @@
-# The filesystem half of warren's E2B envd, run inside the sandbox as
-# python3 -c <this> OP ARGS... (envd/fs.go). It does what warren's agent has
-# no call for: owner and group names, user.e2b.* extended attributes,
-# rename, depth-limited listing and inotify. It prints one JSON document
-# (or, for watch, one per line) and exits 0; on error it prints
-# {"error": {"code", "message"}} with a Connect code and exits 3.
+# The watches of warren's E2B envd, run inside the sandbox as
+# python3 -c <this> watch USER PATH RECURSIVE INCLUDE (envd/fs.go): the one
+# filesystem call warren's agent has not (inotify); the others are the
+# agent's (agentproto.OpFS). It prints one JSON document per line and exits
+# 0; on error it prints {"error": {"code", "message"}} with a Connect code
+# and exits 3.
 import errno
 import grp
 import json
@@ -108,134 +108,6 @@ def entry(p, st=None):
     else:
         e["type"] = "other"
     return e
-
-
-def op_stat(user, p):
-    p = resolve(user, p)
-    try:
-        return entry(p)
-    except OSError as e:
-        raise oserr(e, p)
-
-
-def op_list(user, p, depth):
-    p = resolve(user, p)
-    depth = max(int(depth), 1)
-    try:
-        st = os.stat(p)
-    except OSError as e:
-        raise oserr(e, p)
-    if not stat.S_ISDIR(st.st_mode):
-        raise Fail("invalid_argument", "path '%s' is not a directory" % p)
-    out = []
-
-    def walk(d, level):
-        try:
-            names = sorted(os.listdir(d))
-        except OSError as e:
-            if d == p:
-                raise oserr(e, d)
-            return
-        for n in names:
-            c = os.path.join(d, n)
-            try:
-                st = os.lstat(c)
-            except OSError:
-                continue
-            out.append(entry(c, st))
-            if level < depth and stat.S_ISDIR(st.st_mode):
-                walk(c, level + 1)
-
-    walk(p, 1)
-    return out
-
-
-def op_mkdir(user, p):
-    p = resolve(user, p)
-    try:
-        st = os.stat(p)
-        if stat.S_ISDIR(st.st_mode):
-            raise Fail("already_exists", "directory '%s' already exists" % p)
-        raise Fail("invalid_argument", "path '%s' already exists and is not a directory" % p)
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        raise oserr(e, p)
-    try:
-        os.makedirs(p)
-    except OSError as e:
-        raise oserr(e, p)
-    return entry(p)
-
-
-def op_move(user, src, dst):
-    src, dst = resolve(user, src), resolve(user, dst)
-    try:
-        os.lstat(src)
-    except OSError as e:
-        raise oserr(e, src)
-    try:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        os.rename(src, dst)
-    except OSError as e:
-        raise oserr(e, dst)
-    return entry(dst)
-
-
-def op_remove(user, p):
-    # As E2B's envd (os.RemoveAll): removing what is not there succeeds.
-    p = resolve(user, p)
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        raise oserr(e, p)
-    try:
-        if stat.S_ISDIR(st.st_mode):
-            import shutil
-            shutil.rmtree(p)
-        else:
-            os.unlink(p)
-    except OSError as e:
-        raise oserr(e, p)
-    return {}
-
-
-def op_home(user):
-    return {"home": home(user)}
-
-
-def op_meta(user, p, spec, own="0"):
-    # spec is a JSON object: the file's new user.e2b.* metadata, replacing
-    # what it had; own="1" gives the file to the user running this.
-    p = resolve(user, p)
-    want = json.loads(spec)
-    try:
-        if own == "1":
-            os.chown(p, os.getuid(), os.getgid(), follow_symlinks=False)
-        for n in os.listxattr(p, follow_symlinks=False):
-            if n.startswith(XATTR_PREFIX) and n[len(XATTR_PREFIX):] not in want:
-                os.removexattr(p, n, follow_symlinks=False)
-        for k, v in want.items():
-            os.setxattr(p, XATTR_PREFIX + k, v.encode(), follow_symlinks=False)
-    except OSError as e:
-        if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
-            raise Fail("failed_precondition", "the filesystem of '%s' has no user extended attributes" % p)
-        if e.errno in (errno.ENOSPC, errno.E2BIG, errno.ERANGE):
-            raise Fail("invalid_argument", "metadata too large for '%s'" % p)
-        raise oserr(e, p)
-    return entry(p)
-
-
-def op_readable(user, p):
-    p = resolve(user, p)
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
-        os.close(fd)
-    except OSError as e:
-        raise oserr(e, p)
-    return {}
 
 
 def emit(obj):
@@ -356,8 +228,7 @@ def op_watch(user, p, recursive, include):
                 event("rename", path)
 
 
-OPS = {"stat": op_stat, "list": op_list, "mkdir": op_mkdir, "move": op_move, "remove": op_remove,
-       "home": op_home, "meta": op_meta, "readable": op_readable, "watch": op_watch}
+OPS = {"watch": op_watch}
 
 
 def main():
