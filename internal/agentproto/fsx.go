@@ -76,3 +76,38 @@ type FSReply struct {
 	Existed bool   `json:"existed,omitempty"`
 	Home    string `json:"home,omitempty"`
 }
+
+// OpFSWatch watches a directory (inotify) for E2B's envd. The agent sends
+// FSWatchEvent as JSON lines on ChanData (flow-controlled: a slow reader
+// holds the agent back, and the kernel's queue drops what overflows), the
+// first one Start once the watch is in place; the stream ends with an
+// empty Reply when the directory goes away, or is cancelled by the caller.
+const OpFSWatch Op = 13
+
+// FSWatchRequest starts a watch.
+type FSWatchRequest struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+	// IncludeEntry describes each event's file (as FSStat) when it is
+	// still there.
+	IncludeEntry bool `json:"include_entry,omitempty"`
+	// User as in FSRequest.
+	User string `json:"user,omitempty"`
+}
+
+// FSWatchEvent is one line of a watch: Start, or an event of Type create,
+// write, remove, rename or chmod on Name (relative to the watched path).
+type FSWatchEvent struct {
+	Start bool     `json:"start,omitempty"`
+	Name  string   `json:"name,omitempty"`
+	Type  string   `json:"type,omitempty"`
+	Entry *FSEntry `json:"entry,omitempty"`
+}
+
+// Bounds of a watch.
+const (
+	// MaxFSWatches bounds the watches one agent runs at once.
+	MaxFSWatches = 64
+	// MaxFSWatchDirs bounds the directories one recursive watch follows.
+	MaxFSWatchDirs = 8192
+)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -65,3 +66,67 @@ func (s sessionSandbox) FS(ctx context.Context, req *session.FSRequest) (*sessio
 }
 
 var _ session.FSSandbox = sessionSandbox{}
+
+// maxWatchLine bounds one event line of a watch.
+const maxWatchLine = 1 << 20
+
+// FSWatch runs a watch in the agent, calling fn for each event until the
+// directory goes away (nil), fn fails or ctx ends.
+func (sb *Sandbox) FSWatch(ctx context.Context, req *agentproto.FSWatchRequest, fn func(*agentproto.FSWatchEvent) error) error {
+	s, err := sb.conn.Call(agentproto.OpFSWatch, req, nil)
+	if err != nil {
+		return sb.callError(ctx, nil, err)
+	}
+	var line []byte
+	for {
+		m, err := s.Recv(ctx)
+		if err != nil {
+			s.Cancel()
+			return sb.callError(ctx, s, err)
+		}
+		switch m.Type {
+		case agentproto.FrameData:
+			line = append(line, m.Payload...)
+			for {
+				i := bytes.IndexByte(line, '\n')
+				if i < 0 {
+					break
+				}
+				var ev agentproto.FSWatchEvent
+				err := json.Unmarshal(line[:i], &ev)
+				line = line[i+1:]
+				if err != nil {
+					s.Cancel()
+					return fmt.Errorf("decode watch event: %w", err)
+				}
+				if err := fn(&ev); err != nil {
+					s.Cancel()
+					return err
+				}
+			}
+			if len(line) > maxWatchLine {
+				s.Cancel()
+				return errdefs.New(errdefs.ErrTooLarge, "a watch event is larger than %d bytes", maxWatchLine)
+			}
+			line = append([]byte(nil), line...)
+		case agentproto.FrameReply:
+			return nil
+		case agentproto.FrameError:
+			return agentproto.DecodeError(m.Payload)
+		}
+	}
+}
+
+func (s sessionSandbox) FSWatch(ctx context.Context, req *session.FSWatchRequest, fn func(session.FSWatchEvent) error) error {
+	return s.sb.FSWatch(ctx, &agentproto.FSWatchRequest{Path: req.Path, Recursive: req.Recursive, IncludeEntry: req.IncludeEntry, User: req.User},
+		func(ev *agentproto.FSWatchEvent) error {
+			out := session.FSWatchEvent{Start: ev.Start, Name: ev.Name, Type: ev.Type}
+			if ev.Entry != nil {
+				e := toFSEntry(ev.Entry)
+				out.Entry = &e
+			}
+			return fn(out)
+		})
+}
+
+var _ session.FSWatcher = sessionSandbox{}

@@ -80,3 +80,40 @@ func (m *Manager) FS(ctx context.Context, tenant, id string, req *FSRequest) (re
 	})
 	return rep, err
 }
+
+// FSWatchRequest starts a watch of a directory (inotify).
+type FSWatchRequest struct {
+	Path      string
+	Recursive bool
+	// IncludeEntry describes each event's file.
+	IncludeEntry bool
+	// User as in FSRequest.
+	User string
+}
+
+// FSWatchEvent is one event of a watch: Start once it is in place, then
+// Type create, write, remove, rename or chmod on Name (relative to the
+// watched path).
+type FSWatchEvent struct {
+	Start bool
+	Name  string
+	Type  string
+	Entry *FSEntry
+}
+
+// FSWatcher is a Sandbox whose agent watches directories.
+type FSWatcher interface {
+	FSWatch(ctx context.Context, req *FSWatchRequest, fn func(FSWatchEvent) error) error
+}
+
+// FSWatch watches a directory of a session, calling fn for each event,
+// until the directory goes away (nil), fn fails or ctx ends.
+func (m *Manager) FSWatch(ctx context.Context, tenant, id string, req *FSWatchRequest, fn func(FSWatchEvent) error) error {
+	return m.withSandbox(ctx, tenant, id, func(sb Sandbox) error {
+		w, ok := sb.(FSWatcher)
+		if !ok {
+			return errdefs.New(errdefs.ErrUnavailable, "this runtime's sandboxes watch no directories")
+		}
+		return w.FSWatch(ctx, req, fn)
+	})
+}

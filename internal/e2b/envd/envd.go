@@ -8,8 +8,8 @@
 // Commands are warren durable processes; the filesystem calls go through
 // the manager to warren's in-sandbox agent (read and write as warren's file
 // API; stat, listings, owner names, extended attributes, rename as its
-// OpFS), and only watches (inotify) through a small python3 program run in
-// the sandbox (fshelper.py).
+// OpFS; watches as its OpFSWatch, inotify), so they need nothing in the
+// sandbox's image.
 package envd
 
 import (

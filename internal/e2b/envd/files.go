@@ -29,7 +29,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	}{status, msg})
 }
 
-// restStatus maps warren's error classes (and the helper's Connect codes)
+// restStatus maps warren's error classes (and envd's Connect codes)
 // to envd's REST statuses.
 func (s *Server) restErr(w http.ResponseWriter, r *http.Request, t Target, err error) {
 	status := http.StatusInternalServerError

@@ -1,12 +1,10 @@
 package envd
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,109 +17,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/warrenhq/warren/internal/e2b/envd/gen/filesystem"
-	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 )
 
-// fsHelper is the program that watches directories (inotify) inside the
-// sandbox, the one filesystem call warren's agent has not.
-//
-//go:embed fshelper.py
-var fsHelper string
-
-// helperExit is the helper's exit status for an error it reports as JSON.
-const helperExit = 3
-
-// helperEntry is an entry as the helper describes it.
-type helperEntry struct {
-	Name          string            `json:"name"`
-	Path          string            `json:"path"`
-	Type          string            `json:"type"`
-	Size          int64             `json:"size"`
-	Mode          uint32            `json:"mode"`
-	Permissions   string            `json:"permissions"`
-	Owner         string            `json:"owner"`
-	Group         string            `json:"group"`
-	MtimeNs       int64             `json:"mtime_ns"`
-	SymlinkTarget *string           `json:"symlink_target"`
-	Metadata      map[string]string `json:"metadata"`
-}
-
-func (e *helperEntry) proto() *filesystem.EntryInfo {
-	if e == nil {
-		return nil
-	}
-	info := &filesystem.EntryInfo{Name: e.Name, Path: e.Path, Size: e.Size, Mode: e.Mode, Permissions: e.Permissions,
-		Owner: e.Owner, Group: e.Group, ModifiedTime: timestamppb.New(time.Unix(0, e.MtimeNs)),
-		SymlinkTarget: e.SymlinkTarget, Metadata: e.Metadata}
-	switch e.Type {
-	case "file":
-		info.Type = filesystem.FileType_FILE_TYPE_FILE
-	case "dir":
-		info.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
-	case "symlink":
-		info.Type = filesystem.FileType_FILE_TYPE_SYMLINK
-	}
-	return info
-}
-
-// helperError is the error the helper reports.
-type helperError struct {
-	Error *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// helperArgv is the command line of one helper call for user: it runs as
-// user where the session can switch (a root session, through sudo), else as
-// the session's own user, with user's home for relative paths.
-func helperArgv(t Target, user, op string, args ...string) []string {
-	// -I -S: no environment, no site-packages; only the standard library,
-	// and a faster start.
-	argv := append([]string{"python3", "-I", "-S", "-c", fsHelper, op, user}, args...)
-	if user != defaultUser(t) && canSwitch(t, user) {
-		argv = append([]string{"sudo", "-n", "-H", "-u", user, "--"}, argv...)
-	}
-	return argv
-}
-
-// helperErr explains a helper that could not start: the image lacks
-// python3 (or sudo, for another user).
-func (s *Server) helperErr(ctx context.Context, t Target, err error) error {
-	if errdefs.Is(err, errdefs.ErrNotFound) && !s.gone(ctx, t) {
-		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("E2B's watches need python3 (and sudo to act as another user) in the sandbox's image: %w", err))
-	}
-	return s.rpcErr(ctx, t, err)
-}
-
-func decodeHelper(code int, stdout, stderr []byte, out any) error {
-	switch code {
-	case 0:
-		if err := json.Unmarshal(stdout, out); err != nil {
-			return connect.NewError(connect.CodeInternal, fmt.Errorf("the filesystem helper's answer: %w", err))
-		}
-		return nil
-	case helperExit:
-		var he helperError
-		if json.Unmarshal(stdout, &he) == nil && he.Error != nil {
-			var c connect.Code
-			if c.UnmarshalText([]byte(he.Error.Code)) != nil {
-				c = connect.CodeInternal
-			}
-			return connect.NewError(c, errors.New(he.Error.Message))
-		}
-	case 1:
-		// sudo refused, or a python error.
-		msg := strings.TrimSpace(string(stderr))
-		if strings.Contains(msg, "sudo") || strings.Contains(msg, "unknown user") {
-			return connect.NewError(connect.CodeUnauthenticated, errors.New(msg))
-		}
-	case 127:
-		return connect.NewError(connect.CodeFailedPrecondition, errors.New("E2B's watches need python3 in the sandbox's image"))
-	}
-	return connect.NewError(connect.CodeInternal, fmt.Errorf("the filesystem helper failed (exit %d): %s", code, bytes.TrimSpace(stderr)))
-}
+// maxWatcherEvents bounds the events a polling watcher holds between two
+// GetWatcherEvents; past it the oldest are dropped.
+const maxWatcherEvents = 10000
 
 // fs runs one filesystem call in the sandbox, through warren's agent: as
 // user where the session can switch users (a root session), else as the
@@ -324,16 +225,12 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 }
 
-// maxWatcherEvents bounds the events a polling watcher holds between two
-// GetWatcherEvents; past it the oldest are dropped.
-const maxWatcherEvents = 10000
-
-// watcher is one running inotify helper and the events it has reported
+// watcher is one running watch and the events it has reported
 // and nobody has taken yet.
 type watcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	// ready is closed once the helper watches (or failed before).
+	// ready is closed once the agent watches (or failed before).
 	ready chan struct{}
 
 	mu sync.Mutex
@@ -360,14 +257,6 @@ func (w *watcher) take() ([]*filesystem.FilesystemEvent, error) {
 	return evs, w.err
 }
 
-// watchLine is one line of the helper's watch output.
-type watchLine struct {
-	Start bool         `json:"start"`
-	Name  string       `json:"name"`
-	Type  string       `json:"type"`
-	Entry *helperEntry `json:"entry"`
-}
-
 var eventTypes = map[string]filesystem.EventType{
 	"create": filesystem.EventType_EVENT_TYPE_CREATE,
 	"write":  filesystem.EventType_EVENT_TYPE_WRITE,
@@ -376,79 +265,59 @@ var eventTypes = map[string]filesystem.EventType{
 	"chmod":  filesystem.EventType_EVENT_TYPE_CHMOD,
 }
 
-// watch starts the inotify helper on path and returns once it watches, or
-// with the error it failed with (not_found, a path that is no directory).
-// The watch runs until ctx ends or stop is called.
-func (s *Server) watch(ctx context.Context, t Target, user, path string, recursive, include bool) (*watcher, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	w := &watcher{cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}), notify: make(chan struct{}, 1)}
-	flag := func(b bool) string {
-		if b {
-			return "1"
-		}
-		return "0"
+// watch starts an inotify watch of path in the sandbox's agent and returns
+// once it watches, or with the error it failed with (not_found, a path that
+// is no directory). The watch runs until ctx ends or stop is called.
+func (s *Server) watch(ctx context.Context, t Target, user, p string, recursive, include bool) (*watcher, error) {
+	p, err := s.absPath(ctx, t, user, p)
+	if err != nil {
+		return nil, s.rpcErr(ctx, t, err)
 	}
-	argv := helperArgv(t, user, "watch", path, flag(recursive), flag(include))
+	req := &session.FSWatchRequest{Path: p, Recursive: recursive, IncludeEntry: include}
+	if user != defaultUser(t) && canSwitch(t, user) {
+		req.User = user
+	}
+	// A watch lives as long as a command may (session.max_exec_timeout),
+	// or its call's deadline.
 	timeout := s.mgr.Config().MaxTimeout
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = max(time.Until(d), time.Second)
 	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	w := &watcher{cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}), notify: make(chan struct{}, 1)}
 	var started sync.Once
-	markReady := func() { started.Do(func() { close(w.ready) }) }
-	var line []byte
-	var first []byte // what the helper printed before it watched: its error
 	ready := false
-	out := func(ch byte, p []byte) error {
-		if ch != session.ChanStdout {
+	markReady := func() { started.Do(func() { close(w.ready) }) }
+	on := func(ev session.FSWatchEvent) error {
+		if ev.Start {
+			ready = true
+			markReady()
 			return nil
 		}
-		line = append(line, p...)
-		for {
-			i := bytes.IndexByte(line, '\n')
-			if i < 0 {
-				break
-			}
-			var l watchLine
-			err := json.Unmarshal(line[:i], &l)
-			line = line[i+1:]
-			switch {
-			case err != nil:
-			case l.Start:
-				ready = true
-				markReady()
-			default:
-				typ, ok := eventTypes[l.Type]
-				if !ok {
-					continue
-				}
-				ev := &filesystem.FilesystemEvent{Name: l.Name, Type: typ, Entry: l.Entry.proto()}
-				w.mu.Lock()
-				if len(w.events) >= maxWatcherEvents {
-					w.events = w.events[1:]
-				}
-				w.events = append(w.events, ev)
-				w.mu.Unlock()
-				w.signal()
-			}
+		typ, ok := eventTypes[ev.Type]
+		if !ok {
+			return nil
 		}
-		if !ready {
-			first = append(first[:0], line...)
+		fe := &filesystem.FilesystemEvent{Name: ev.Name, Type: typ, Entry: entryInfo(ev.Entry)}
+		w.mu.Lock()
+		if len(w.events) >= maxWatcherEvents {
+			w.events = w.events[1:]
 		}
+		w.events = append(w.events, fe)
+		w.mu.Unlock()
+		w.signal()
 		return nil
 	}
 	go func() {
 		defer close(w.done)
-		res, err := s.mgr.Exec(wctx, t.Tenant, t.Session, &session.ExecRequest{Argv: argv, Timeout: timeout}, out)
+		err := s.mgr.FSWatch(wctx, t.Tenant, t.Session, req, on)
 		switch {
-		case err != nil && wctx.Err() == nil:
-			err = s.helperErr(wctx, t, err)
+		case err != nil && wctx.Err() != nil:
+			err = nil // stopped, or ran its time
 		case err != nil:
-			err = nil // stopped
+			err = s.rpcErr(wctx, t, err)
 		case !ready:
-			err = decodeHelper(res.ExitCode, first, nil, &struct{}{})
-			if err == nil {
-				err = connect.NewError(connect.CodeInternal, errors.New("the watch ended before it started"))
-			}
+			err = connect.NewError(connect.CodeInternal, errors.New("the watch ended before it started"))
 		}
 		w.mu.Lock()
 		w.err = err
@@ -523,7 +392,7 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 			}
 			select {
 			case <-w.done:
-				// The helper ended (its directory went away): so does
+				// The watch ended (its directory went away): so does
 				// the stream.
 				if evs, err := w.take(); len(evs) == 0 {
 					return err
