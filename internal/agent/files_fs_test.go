@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -179,5 +180,52 @@ func TestFSAsAccount(t *testing.T) {
 	}
 	if _, err := fsList(private, 1); err != nil {
 		t.Errorf("root lists its own directory: %v", err)
+	}
+}
+
+// TestFSWatch: a recursive watch reports creates (in a directory made
+// while watching too), writes, renames and removes, and ends when its
+// directory goes.
+func TestFSWatch(t *testing.T) {
+	dir := t.TempDir()
+	events := make(chan agentproto.FSWatchEvent, 100)
+	w := &inotifyWatch{root: dir, recursive: true, wds: map[int32]string{}, known: map[string]bool{}, uploads: map[uint32]bool{},
+		send: func(ev agentproto.FSWatchEvent) error { events <- ev; return nil }}
+	done := make(chan error, 1)
+	go func() { done <- w.run(t.Context()) }()
+	if ev := <-events; !ev.Start {
+		t.Fatalf("first event %+v", ev)
+	}
+	next := func(want ...string) {
+		t.Helper()
+		for _, w := range want {
+			select {
+			case ev := <-events:
+				if got := ev.Type + " " + ev.Name; got != w {
+					t.Errorf("event %q, want %q", got, w)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no event, want %q", w)
+			}
+		}
+	}
+	// One step at a time: a directory's watch is added when its create
+	// is read, and what happens in it before is seen by the listing only.
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	next("create sub")
+	os.WriteFile(filepath.Join(dir, "sub", "f"), []byte("x"), 0o644)
+	next("create sub/f", "write sub/f")
+	os.Rename(filepath.Join(dir, "sub", "f"), filepath.Join(dir, "g"))
+	next("rename sub/f", "create g")
+	os.Remove(filepath.Join(dir, "g"))
+	next("remove g")
+	os.RemoveAll(dir)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the watch ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch did not end with its directory")
 	}
 }

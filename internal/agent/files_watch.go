@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path"
 	"sort"
@@ -80,7 +81,7 @@ type inotifyWatch struct {
 func (w *inotifyWatch) run(ctx context.Context) error {
 	// The root must be a directory, reached as the file API reaches paths.
 	dfd, err := openIn(unix.AT_FDCWD, w.root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if errorsIsNotDir(err) {
+	if errors.Is(err, unix.ENOTDIR) {
 		return errdefs.New(errdefs.ErrInvalidArgument, "path '%s' is not a directory", w.root)
 	}
 	if err != nil {
@@ -144,20 +145,6 @@ func (w *inotifyWatch) run(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-func errorsIsNotDir(err error) bool {
-	for e := err; e != nil; {
-		if e == unix.ENOTDIR {
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		e = u.Unwrap()
-	}
-	return false
 }
 
 // add watches d (and, recursive, the directories below it). late: d
