@@ -150,7 +150,12 @@ func (w *inotifyWatch) run(ctx context.Context) error {
 // add watches d (and, recursive, the directories below it). late: d
 // appeared while watching, so what it holds already was created unseen
 // and is reported as created.
-func (w *inotifyWatch) add(d string, late bool) error {
+func (w *inotifyWatch) add(d string, late bool) error { return w.addThen(d, late, nil) }
+
+// addThen is add calling then (when set) once d's watch is in place and
+// before its contents are listed: a directory's create is reported after
+// its watch exists, so whoever reacts to it by writing inside is seen.
+func (w *inotifyWatch) addThen(d string, late bool, then func() error) error {
 	if len(w.wds) >= agentproto.MaxFSWatchDirs {
 		return nil
 	}
@@ -180,6 +185,11 @@ func (w *inotifyWatch) add(d string, late bool) error {
 		return nil
 	}
 	w.wds[int32(wd)] = d
+	if then != nil {
+		if err := then(); err != nil {
+			return err
+		}
+	}
 	names, _ := f.Readdirnames(maxFSEntries)
 	sort.Strings(names)
 	for _, n := range names {
@@ -276,13 +286,19 @@ func (w *inotifyWatch) events(buf []byte) (done bool, err error) {
 			if len(w.known) < maxFSEntries {
 				w.known[p] = true
 			}
-			if err := w.event("create", p); err != nil {
-				return false, err
-			}
+			create := func() error { return w.event("create", p) }
 			if w.recursive && m&unix.IN_ISDIR != 0 {
-				if err := w.add(p, true); err != nil {
-					return false, err
+				// Reported once watched (or found unwatchable).
+				sent := false
+				err = w.addThen(p, true, func() error { sent = true; return create() })
+				if err == nil && !sent {
+					err = create()
 				}
+			} else {
+				err = create()
+			}
+			if err != nil {
+				return false, err
 			}
 		case m&unix.IN_MODIFY != 0:
 			err = w.event("write", p)
