@@ -87,6 +87,18 @@ func TestFSList(t *testing.T) {
 	if e, err := fsStat(filepath.Join(dir, "dangling")); err != nil || e.Resolved != filepath.Join(dir, "missing") {
 		t.Errorf("stat of a dangling symlink: %+v %v", e, err)
 	}
+	a := &Agent{}
+	for p, want := range map[string]bool{"l": false, "a": true, "a/b": true} {
+		var rep agentproto.FSReply
+		err := a.fsDo(&agentproto.FSRequest{Op: agentproto.FSMkdir, Path: filepath.Join(dir, p)}, &rep)
+		if want && (err != nil || !rep.Existed) || !want && errdefs.ClassOf(err) != errdefs.ErrInvalidArgument {
+			t.Errorf("mkdir over %s: %+v %v", p, rep, err)
+		}
+	}
+	os.Symlink("a", filepath.Join(dir, "la"))
+	if rep := (agentproto.FSReply{}); a.fsDo(&agentproto.FSRequest{Op: agentproto.FSMkdir, Path: filepath.Join(dir, "la")}, &rep) != nil || !rep.Existed {
+		t.Errorf("mkdir over a link to a directory: %+v", rep)
+	}
 	if _, err := fsList(filepath.Join(dir, "a/f"), 1); errdefs.ClassOf(err) != errdefs.ErrInvalidArgument {
 		t.Errorf("list of a file: %v", err)
 	}

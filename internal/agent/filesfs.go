@@ -174,6 +174,14 @@ func (a *Agent) fsDo(req *agentproto.FSRequest, rep *agentproto.FSReply) error {
 		}
 	case agentproto.FSMkdir:
 		e, err := fsStat(p)
+		if err == nil && e.Type == "symlink" {
+			// A link to a directory is a directory that exists, as
+			// mkdir -p has it.
+			if fd, oerr := openIn(unix.AT_FDCWD, p, unix.O_PATH|unix.O_DIRECTORY, 0); oerr == nil {
+				unix.Close(fd)
+				e.Type = "dir"
+			}
+		}
 		switch {
 		case err == nil && e.Type == "dir":
 			rep.Entry, rep.Existed = e, true
