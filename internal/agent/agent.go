@@ -278,6 +278,20 @@ func (a *Agent) handle(ctx context.Context, s *agentproto.Stream, op agentproto.
 			return
 		}
 		go a.fileOp(ctx, s, op, &req)
+	case agentproto.OpFS:
+		var req agentproto.FSRequest
+		if err := json.Unmarshal(args, &req); err != nil {
+			s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "decode filesystem request: %v", err))
+			return
+		}
+		go a.fsCall(ctx, s, &req)
+	case agentproto.OpFSWatch:
+		var req agentproto.FSWatchRequest
+		if err := json.Unmarshal(args, &req); err != nil {
+			s.Fail(errdefs.New(errdefs.ErrInvalidArgument, "decode watch request: %v", err))
+			return
+		}
+		go a.fsWatch(ctx, s, &req)
 	case agentproto.OpProcStart:
 		var req agentproto.ProcStartRequest
 		if err := json.Unmarshal(args, &req); err != nil {

@@ -267,6 +267,11 @@ func entryAt(dfd int, name, p string) (agentproto.Entry, error) {
 	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return agentproto.Entry{}, err
 	}
+	return entryFromStat(dfd, name, p, &st)
+}
+
+// entryFromStat describes name in dfd, whose lstat is st.
+func entryFromStat(dfd int, name, p string, st *unix.Stat_t) (agentproto.Entry, error) {
 	e := agentproto.Entry{
 		Name:  name,
 		Path:  p,
@@ -363,7 +368,11 @@ func list(p string) ([]agentproto.Entry, error) {
 // reached by openAt2 from the one before (so no magic link and no part of
 // the agent's /proc is ever entered), and returns a descriptor (O_PATH) of
 // p. Directories it creates belong to the session's user.
-func (a *Agent) mkdirAll(p string) (int, error) {
+func (a *Agent) mkdirAll(p string) (int, error) { return mkdirAllFor(p, a.owner) }
+
+// mkdirAllFor is mkdirAll giving what it creates to owner (nil: left to
+// whoever creates it).
+func mkdirAllFor(p string, owner *account) (int, error) {
 	fd, err := openIn(unix.AT_FDCWD, "/", unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return -1, err
@@ -375,11 +384,11 @@ func (a *Agent) mkdirAll(p string) (int, error) {
 		next, err := openIn(fd, c, unix.O_PATH|unix.O_DIRECTORY, 0)
 		if errors.Is(err, unix.ENOENT) && c != ".." {
 			err = unix.Mkdirat(fd, c, 0o755)
-			if err == nil && a.owner != nil {
+			if err == nil && owner != nil {
 				// Best effort, as for a file's owner: the directory
 				// exists either way, and a user who cannot write in it is
 				// told so by the write.
-				_ = unix.Fchownat(fd, c, int(a.owner.uid), int(a.owner.gid), unix.AT_SYMLINK_NOFOLLOW)
+				_ = unix.Fchownat(fd, c, int(owner.uid), int(owner.gid), unix.AT_SYMLINK_NOFOLLOW)
 			}
 			if err == nil || errors.Is(err, unix.EEXIST) {
 				next, err = openIn(fd, c, unix.O_PATH|unix.O_DIRECTORY, 0)

@@ -5,11 +5,11 @@
 // (the E2B facade's router) resolves the sandbox, checks the credentials and
 // puts the Target in the request's context.
 //
-// Commands are warren durable processes; the filesystem calls warren's
-// agent has (read, write) go through the manager, and the rest (owner
-// names, extended attributes, rename, inotify) through a small python3
-// program run in the sandbox (fshelper.py), as E2B's base template has
-// python3.
+// Commands are warren durable processes; the filesystem calls go through
+// the manager to warren's in-sandbox agent (read and write as warren's file
+// API; stat, listings, owner names, extended attributes, rename as its
+// OpFS; watches as its OpFSWatch, inotify), so they need nothing in the
+// sandbox's image.
 package envd
 
 import (

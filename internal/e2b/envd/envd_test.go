@@ -7,12 +7,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,25 +46,23 @@ type env struct {
 	url  string
 	proc processconnect.ProcessClient
 	fs   filesystemconnect.FilesystemClient
-	// python says whether the image has python3, which the filesystem
-	// calls run in the sandbox (the VM stage's guest has none).
+	// python says whether python3 is on the session's PATH (the
+	// filesystem calls must work without it).
 	python bool
-}
-
-// needPython skips a test of the filesystem calls where the image has no
-// python3.
-func (e *env) needPython(t testing.TB) {
-	if !e.python {
-		t.Skip("no python3 in the sandbox's image: envd's filesystem calls need it")
-	}
 }
 
 func newEnv(t testing.TB, user string) *env {
 	t.Helper()
+	return newEnvWith(t, user, nil)
+}
+
+// newEnvWith is newEnv with the session's environment.
+func newEnvWith(t testing.TB, user string, environ map[string]string) *env {
+	t.Helper()
 	h := daemontest.Start(t, nil)
 	mgr := h.Daemon.Manager()
 	ctx := context.Background()
-	info, _, err := mgr.Create(ctx, "default", &session.CreateRequest{User: user})
+	info, _, err := mgr.Create(ctx, "default", &session.CreateRequest{User: user, Env: environ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +406,6 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("Filesystem", func(t *testing.T) {
-		e.needPython(t)
 		if _, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "work/a/b"})); err != nil {
 			t.Fatal(err)
 		}
@@ -470,7 +469,6 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("WatchDir", func(t *testing.T) {
-		e.needPython(t)
 		e.exec(t, "mkdir -p /root/w/nested")
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
@@ -520,7 +518,6 @@ func TestEnvd(t *testing.T) {
 	})
 
 	t.Run("PollingWatcher", func(t *testing.T) {
-		e.needPython(t)
 		e.exec(t, "mkdir -p /root/pw")
 		cw, err := e.fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/root/pw"}))
 		if err != nil {
@@ -560,16 +557,26 @@ func TestEnvd(t *testing.T) {
 		if _, err := e.fs.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: id})); code(err) != connect.CodeNotFound {
 			t.Errorf("events of a removed watcher: %v", err)
 		}
-		// Neither this watcher nor WatchDir's streams left a helper
-		// running in the sandbox.
-		waitFor(t, func() bool {
-			res, err := e.mgr.Exec(ctx, e.tgt.Tenant, e.tgt.Session, &session.ExecRequest{Command: `for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null; echo; done | grep -c 'python[3] -I -S -c' || true`}, nil)
-			return err == nil && strings.TrimSpace(string(res.Stdout)) == "0"
-		})
+		// Removed watchers and ended WatchDir streams leave no watch
+		// running in the agent: more come and go than it runs at once.
+		for i := range 80 {
+			var id string
+			waitFor(t, func() bool {
+				cw, err := e.fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/root/pw"}))
+				if err != nil {
+					if code(err) != connect.CodeResourceExhausted {
+						t.Fatalf("watcher %d: %v", i, err)
+					}
+					return false
+				}
+				id = cw.Msg.WatcherId
+				return true
+			})
+			e.fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id}))
+		}
 	})
 
 	t.Run("Files", func(t *testing.T) {
-		e.needPython(t)
 		// Multipart, two files, parents created, metadata on both.
 		var body bytes.Buffer
 		mw := multipart.NewWriter(&body)
@@ -793,7 +800,6 @@ func (e *env) download(t *testing.T, path string, gz bool) string {
 func TestOtherUser(t *testing.T) {
 	testutil.RequiresRoot(t)
 	e := newEnv(t, "sandbox")
-	e.needPython(t)
 	ctx := context.Background()
 	r := e.run(ctx, &process.StartRequest{Process: bash("id -un; pwd")})
 	if r.stdout != "sandbox\n/home/sandbox\n" {
@@ -803,6 +809,23 @@ func TestOtherUser(t *testing.T) {
 	st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "rel.txt"}))
 	if err != nil || st.Msg.Entry.Path != "/home/sandbox/rel.txt" || st.Msg.Entry.Owner != "sandbox" || st.Msg.Entry.Group != "sandbox" {
 		t.Errorf("stat: %v %v", st, err)
+	}
+	// The filesystem calls run as the session's user: what they create is
+	// theirs, and the kernel's permission checks are theirs (the agent,
+	// root of the sandbox, could create in /etc).
+	md, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "made/deep"}))
+	if err != nil || md.Msg.Entry.Owner != "sandbox" || md.Msg.Entry.Path != "/home/sandbox/made/deep" {
+		t.Errorf("MakeDir as the session's user: %v %v", md, err)
+	}
+	for name, err := range map[string]error{
+		"mkdir in /etc":      errOf(e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "/etc/not-mine"}))),
+		"move into /etc":     errOf(e.fs.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: "rel.txt", Destination: "/etc/rel.txt"}))),
+		"remove /etc/passwd": errOf(e.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/etc/passwd"}))),
+		"list /root":         errOf(e.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "/root"}))),
+	} {
+		if code(err) != connect.CodePermissionDenied {
+			t.Errorf("%s as the session's user: %v, want permission_denied", name, err)
+		}
 	}
 	req := connect.NewRequest(&process.StartRequest{Process: bash("id -un; echo $HOME; pwd; touch /etc/by-root && stat -c %U /etc/by-root")})
 	req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("root:")))
@@ -829,8 +852,64 @@ func TestOtherUser(t *testing.T) {
 	}
 }
 
+// TestFilesystemWithoutPython: the filesystem calls are the agent's, so an
+// image without python3 (node, distroless) lists, stats, creates, moves,
+// removes, tags and watches files.
+func TestFilesystemWithoutPython(t *testing.T) {
+	testutil.RequiresRoot(t)
+	// No python3 on the session's PATH: to what runs in it, the image has
+	// none (the test's image is the host's, which cannot be changed).
+	e := newEnvWith(t, "", map[string]string{"PATH": "/no-python"})
+	if e.python {
+		t.Fatal("python3 is still found")
+	}
+	ctx := context.Background()
+	if _, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "np/sub"})); err != nil {
+		t.Fatal(err)
+	}
+	e.upload(t, "/root/np/sub/f.txt", "data", map[string]string{"X-Metadata-Color": "blue"})
+	st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "np/sub/f.txt"}))
+	if err != nil || st.Msg.Entry.Size != 4 || st.Msg.Entry.Owner != "root" || st.Msg.Entry.Metadata["color"] != "blue" {
+		t.Fatalf("stat: %v %v", st, err)
+	}
+	ls, err := e.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "np", Depth: 2}))
+	if err != nil || names(ls.Msg.Entries) != "/root/np/sub /root/np/sub/f.txt" {
+		t.Errorf("ListDir: %v %v", names(ls.Msg.GetEntries()), err)
+	}
+	mv, err := e.fs.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: "np/sub/f.txt", Destination: "np/other/g.txt"}))
+	if err != nil || mv.Msg.Entry.Path != "/root/np/other/g.txt" || mv.Msg.Entry.Metadata["color"] != "blue" {
+		t.Errorf("Move: %v %v", mv, err)
+	}
+	if _, err := e.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "np"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "np"})); code(err) != connect.CodeNotFound {
+		t.Errorf("stat after remove: %v", err)
+	}
+	// (mkdir is not on this PATH either; echo is bash's own.)
+	if _, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "/root/npw"})); err != nil {
+		t.Fatal(err)
+	}
+	cw, err := e.fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/root/npw"}))
+	if err != nil {
+		t.Fatalf("a watch without python3: %v", err)
+	}
+	e.exec(t, "echo x > /root/npw/f")
+	var got []string
+	waitFor(t, func() bool {
+		evs, err := e.fs.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: cw.Msg.WatcherId}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs.Msg.Events {
+			got = append(got, strings.ToLower(strings.TrimPrefix(ev.Type.String(), "EVENT_TYPE_"))+" "+ev.Name)
+		}
+		return slices.Contains(got, "create f") && slices.Contains(got, "write f")
+	})
+}
+
 // BenchmarkEnvd measures the round trips E2B's SDK makes most: a command
-// (Start to its end event), a Stat (one helper run in the sandbox) and a
+// (Start to its end event), a Stat, a ListDir of /etc, a MakeDir and a
 // small upload.
 func BenchmarkEnvd(b *testing.B) {
 	testutil.RequiresRoot(b)
@@ -850,6 +929,22 @@ func BenchmarkEnvd(b *testing.B) {
 	b.Run("Stat", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/etc/passwd"})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ListDir", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := e.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "/etc", Depth: 1})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("MakeDir", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			if _, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: fmt.Sprintf("/tmp/bench/d%d", i)})); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
 )
 
 // writeError answers in envd's REST error shape.
@@ -28,7 +29,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	}{status, msg})
 }
 
-// restStatus maps warren's error classes (and the helper's Connect codes)
+// restStatus maps warren's error classes (and envd's Connect codes)
 // to envd's REST statuses.
 func (s *Server) restErr(w http.ResponseWriter, r *http.Request, t Target, err error) {
 	status := http.StatusInternalServerError
@@ -118,8 +119,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	if user != defaultUser(t) && user != "root" {
 		// The agent reads as root; a user other than the sandbox's must
 		// be able to read the file itself.
-		var out struct{}
-		if err := s.helper(r.Context(), t, user, &out, "readable", p); err != nil {
+		if _, err := s.fs(r.Context(), t, user, &session.FSRequest{Op: session.FSReadable, Path: p}); err != nil {
 			s.restErr(w, r, t, err)
 			return
 		}
@@ -272,16 +272,15 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		e := uploadEntry{Name: path.Base(abs), Type: "file", Path: abs}
 		// The agent wrote the file as the sandbox's user, on a new inode
 		// (so an overwrite drops the old metadata); metadata and another
-		// owner take one helper call. A session that cannot switch users
-		// leaves the file its own user's, root's writes included.
+		// owner take one more agent call. A session that cannot switch
+		// users leaves the file its own user's, root's writes included.
 		own := user != defaultUser(t) && canSwitch(t, user)
 		if len(md) > 0 || own {
-			spec, _ := json.Marshal(md)
-			var he helperEntry
-			if err := s.helper(r.Context(), t, user, &he, "meta", abs, string(spec), map[bool]string{true: "1", false: "0"}[own]); err != nil {
+			rep, err := s.fs(r.Context(), t, user, &session.FSRequest{Op: session.FSMetadata, Path: abs, Metadata: md, Own: own})
+			if err != nil {
 				return err
 			}
-			e.Metadata = he.Metadata
+			e.Metadata = rep.Entry.Metadata
 		}
 		written = append(written, e)
 		return nil

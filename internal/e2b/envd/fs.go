@@ -1,16 +1,14 @@
 package envd
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -19,126 +17,30 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/warrenhq/warren/internal/e2b/envd/gen/filesystem"
-	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 )
 
-// fsHelper is the program that does, inside the sandbox, the filesystem
-// work warren's agent has no call for.
-//
-//go:embed fshelper.py
-var fsHelper string
+// maxWatcherEvents bounds the events a polling watcher holds between two
+// GetWatcherEvents; past it the oldest are dropped.
+const maxWatcherEvents = 10000
 
-// helperTimeout bounds one helper call (a watch runs as long as its
-// stream).
-const helperTimeout = 30 * time.Second
-
-// helperExit is the helper's exit status for an error it reports as JSON.
-const helperExit = 3
-
-// helperEntry is an entry as the helper describes it.
-type helperEntry struct {
-	Name          string            `json:"name"`
-	Path          string            `json:"path"`
-	Type          string            `json:"type"`
-	Size          int64             `json:"size"`
-	Mode          uint32            `json:"mode"`
-	Permissions   string            `json:"permissions"`
-	Owner         string            `json:"owner"`
-	Group         string            `json:"group"`
-	MtimeNs       int64             `json:"mtime_ns"`
-	SymlinkTarget *string           `json:"symlink_target"`
-	Metadata      map[string]string `json:"metadata"`
-}
-
-func (e *helperEntry) proto() *filesystem.EntryInfo {
-	if e == nil {
-		return nil
-	}
-	info := &filesystem.EntryInfo{Name: e.Name, Path: e.Path, Size: e.Size, Mode: e.Mode, Permissions: e.Permissions,
-		Owner: e.Owner, Group: e.Group, ModifiedTime: timestamppb.New(time.Unix(0, e.MtimeNs)),
-		SymlinkTarget: e.SymlinkTarget, Metadata: e.Metadata}
-	switch e.Type {
-	case "file":
-		info.Type = filesystem.FileType_FILE_TYPE_FILE
-	case "dir":
-		info.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
-	case "symlink":
-		info.Type = filesystem.FileType_FILE_TYPE_SYMLINK
-	}
-	return info
-}
-
-// helperError is the error the helper reports.
-type helperError struct {
-	Error *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// helperArgv is the command line of one helper call for user: it runs as
-// user where the session can switch (a root session, through sudo), else as
-// the session's own user, with user's home for relative paths.
-func helperArgv(t Target, user, op string, args ...string) []string {
-	// -I -S: no environment, no site-packages; only the standard library,
-	// and a faster start.
-	argv := append([]string{"python3", "-I", "-S", "-c", fsHelper, op, user}, args...)
+// fs runs one filesystem call in the sandbox, through warren's agent: as
+// user where the session can switch users (a root session), else as the
+// session's own user. Paths are absolute.
+func (s *Server) fs(ctx context.Context, t Target, user string, req *session.FSRequest) (*session.FSReply, error) {
 	if user != defaultUser(t) && canSwitch(t, user) {
-		argv = append([]string{"sudo", "-n", "-H", "-u", user, "--"}, argv...)
+		req.User = user
 	}
-	return argv
-}
-
-// helper runs one helper call and decodes its answer into out.
-func (s *Server) helper(ctx context.Context, t Target, user string, out any, op string, args ...string) error {
-	res, err := s.mgr.Exec(ctx, t.Tenant, t.Session, &session.ExecRequest{Argv: helperArgv(t, user, op, args...), Timeout: helperTimeout}, nil)
+	rep, err := s.mgr.FS(ctx, t.Tenant, t.Session, req)
 	if err != nil {
-		return s.helperErr(ctx, t, err)
+		return nil, s.rpcErr(ctx, t, err)
 	}
-	return decodeHelper(res.ExitCode, res.Stdout, res.Stderr, out)
+	return rep, nil
 }
 
-// helperErr explains a helper that could not start: the image lacks
-// python3 (or sudo, for another user).
-func (s *Server) helperErr(ctx context.Context, t Target, err error) error {
-	if errdefs.Is(err, errdefs.ErrNotFound) && !s.gone(ctx, t) {
-		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("E2B's filesystem calls need python3 (and sudo to act as another user) in the sandbox's image: %w", err))
-	}
-	return s.rpcErr(ctx, t, err)
-}
-
-func decodeHelper(code int, stdout, stderr []byte, out any) error {
-	switch code {
-	case 0:
-		if err := json.Unmarshal(stdout, out); err != nil {
-			return connect.NewError(connect.CodeInternal, fmt.Errorf("the filesystem helper's answer: %w", err))
-		}
-		return nil
-	case helperExit:
-		var he helperError
-		if json.Unmarshal(stdout, &he) == nil && he.Error != nil {
-			var c connect.Code
-			if c.UnmarshalText([]byte(he.Error.Code)) != nil {
-				c = connect.CodeInternal
-			}
-			return connect.NewError(c, errors.New(he.Error.Message))
-		}
-	case 1:
-		// sudo refused, or a python error.
-		msg := strings.TrimSpace(string(stderr))
-		if strings.Contains(msg, "sudo") || strings.Contains(msg, "unknown user") {
-			return connect.NewError(connect.CodeUnauthenticated, errors.New(msg))
-		}
-	case 127:
-		return connect.NewError(connect.CodeFailedPrecondition, errors.New("E2B's filesystem calls need python3 in the sandbox's image"))
-	}
-	return connect.NewError(connect.CodeInternal, fmt.Errorf("the filesystem helper failed (exit %d): %s", code, bytes.TrimSpace(stderr)))
-}
-
-// home returns user's home directory in the sandbox, cached per session.
-// A user the sandbox does not know is unauthenticated, as in E2B's envd;
-// without the helper (no python3) the home is the usual place.
+// home returns user's home directory in the sandbox (from its
+// /etc/passwd), cached per session. A user the sandbox does not know is
+// unauthenticated, as in E2B's envd.
 func (s *Server) home(ctx context.Context, t Target, user string) (string, error) {
 	st := s.state(t)
 	st.mu.Lock()
@@ -147,70 +49,154 @@ func (s *Server) home(ctx context.Context, t Target, user string) (string, error
 	if h != "" {
 		return h, nil
 	}
-	var out struct {
-		Home string `json:"home"`
+	rep, err := s.mgr.FS(ctx, t.Tenant, t.Session, &session.FSRequest{Op: session.FSHome, User: user})
+	if err != nil {
+		return "", s.rpcErr(ctx, t, err)
 	}
-	if err := s.helper(ctx, t, defaultUser(t), &out, "home", user); err != nil || out.Home == "" {
-		var ce *connect.Error
-		if errors.As(err, &ce) && ce.Code() == connect.CodeUnauthenticated {
-			return "", err
-		}
-		if user == "root" {
-			return "/root", nil
-		}
-		return "/home/" + user, nil
+	if rep.Home == "" {
+		rep.Home = "/"
 	}
 	st.mu.Lock()
-	st.homes[user] = out.Home
+	st.homes[user] = rep.Home
 	st.mu.Unlock()
-	return out.Home, nil
+	return rep.Home, nil
+}
+
+// absPath makes p absolute as E2B's envd does: "" is user's home, "~"
+// stands for it, and a relative path is relative to it.
+func (s *Server) absPath(ctx context.Context, t Target, user, p string) (string, error) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		p = strings.TrimPrefix(strings.TrimPrefix(p, "~"), "/")
+	}
+	if path.IsAbs(p) {
+		return path.Clean(p), nil
+	}
+	home, err := s.home(ctx, t, user)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(home, p), nil
+}
+
+// fileMode renders a mode as ls does ("drwxr-xr-x").
+func fileMode(e *session.FSEntry) string {
+	var b [10]byte
+	switch e.Type {
+	case "dir":
+		b[0] = 'd'
+	case "symlink":
+		b[0] = 'l'
+	case "file":
+		b[0] = '-'
+	default:
+		b[0] = '?'
+	}
+	const rwx = "rwxrwxrwx"
+	for i := range 9 {
+		if e.Mode&(1<<(8-i)) != 0 {
+			b[1+i] = rwx[i]
+		} else {
+			b[1+i] = '-'
+		}
+	}
+	special := func(bit uint32, at int, set, unset byte) {
+		if e.Mode&bit != 0 {
+			if b[at] == '-' {
+				b[at] = unset
+			} else {
+				b[at] = set
+			}
+		}
+	}
+	special(0o4000, 3, 's', 'S')
+	special(0o2000, 6, 's', 'S')
+	special(0o1000, 9, 't', 'T')
+	return string(b[:])
+}
+
+// entryInfo is an agent's entry as E2B's SDKs read it.
+func entryInfo(e *session.FSEntry) *filesystem.EntryInfo {
+	if e == nil {
+		return nil
+	}
+	name := e.Name
+	if e.Path == "/" {
+		name = "/"
+	}
+	info := &filesystem.EntryInfo{Name: name, Path: e.Path, Size: e.Size, Mode: e.Mode, Permissions: fileMode(e),
+		Owner: e.Owner, Group: e.Group, ModifiedTime: timestamppb.New(e.MTime), Metadata: e.Metadata}
+	switch e.Type {
+	case "file":
+		info.Type = filesystem.FileType_FILE_TYPE_FILE
+	case "dir":
+		info.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
+	case "symlink":
+		info.Type = filesystem.FileType_FILE_TYPE_SYMLINK
+		r := e.Resolved
+		info.SymlinkTarget = &r
+	}
+	if info.Metadata == nil {
+		info.Metadata = map[string]string{}
+	}
+	return info
 }
 
 // filesystemService implements filesystem.Filesystem.
 type filesystemService struct{ s *Server }
 
-// call is the common shape of the unary calls: the target, the user, one
-// helper call.
-func (f *filesystemService) call(ctx context.Context, h http.Header, out any, op string, args ...string) error {
+// call is the common shape of the unary calls: the target, the user, the
+// path made absolute, one agent call.
+func (f *filesystemService) call(ctx context.Context, h http.Header, req *session.FSRequest) (*session.FSReply, error) {
 	t, err := target(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	user, err := userOf(t, h)
 	if err != nil {
-		return f.s.rpcErr(ctx, t, err)
+		return nil, f.s.rpcErr(ctx, t, err)
 	}
-	return f.s.helper(ctx, t, user, out, op, args...)
+	if req.Path, err = f.s.absPath(ctx, t, user, req.Path); err != nil {
+		return nil, f.s.rpcErr(ctx, t, err)
+	}
+	if req.Op == session.FSMove {
+		if req.Dest, err = f.s.absPath(ctx, t, user, req.Dest); err != nil {
+			return nil, f.s.rpcErr(ctx, t, err)
+		}
+	}
+	return f.s.fs(ctx, t, user, req)
 }
 
 func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
-	var e helperEntry
-	if err := f.call(ctx, req.Header(), &e, "stat", req.Msg.GetPath()); err != nil {
+	rep, err := f.call(ctx, req.Header(), &session.FSRequest{Op: session.FSStat, Path: req.Msg.GetPath()})
+	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&filesystem.StatResponse{Entry: e.proto()}), nil
+	return connect.NewResponse(&filesystem.StatResponse{Entry: entryInfo(rep.Entry)}), nil
 }
 
 func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
 	if req.Msg.GetPath() == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("path is required"))
 	}
-	var e helperEntry
-	if err := f.call(ctx, req.Header(), &e, "mkdir", req.Msg.GetPath()); err != nil {
+	rep, err := f.call(ctx, req.Header(), &session.FSRequest{Op: session.FSMkdir, Path: req.Msg.GetPath()})
+	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: e.proto()}), nil
+	if rep.Existed {
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory '%s' already exists", rep.Entry.Path))
+	}
+	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: entryInfo(rep.Entry)}), nil
 }
 
 func (f *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
 	if req.Msg.GetSource() == "" || req.Msg.GetDestination() == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("source and destination are required"))
 	}
-	var e helperEntry
-	if err := f.call(ctx, req.Header(), &e, "move", req.Msg.GetSource(), req.Msg.GetDestination()); err != nil {
+	rep, err := f.call(ctx, req.Header(), &session.FSRequest{Op: session.FSMove, Path: req.Msg.GetSource(), Dest: req.Msg.GetDestination()})
+	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&filesystem.MoveResponse{Entry: e.proto()}), nil
+	return connect.NewResponse(&filesystem.MoveResponse{Entry: entryInfo(rep.Entry)}), nil
 }
 
 func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error) {
@@ -218,13 +204,13 @@ func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	if depth == 0 {
 		depth = 1
 	}
-	var es []*helperEntry
-	if err := f.call(ctx, req.Header(), &es, "list", req.Msg.GetPath(), strconv.Itoa(int(min(depth, 64)))); err != nil {
+	rep, err := f.call(ctx, req.Header(), &session.FSRequest{Op: session.FSList, Path: req.Msg.GetPath(), Depth: int(min(depth, 64))})
+	if err != nil {
 		return nil, err
 	}
-	out := &filesystem.ListDirResponse{Entries: make([]*filesystem.EntryInfo, 0, len(es))}
-	for _, e := range es {
-		out.Entries = append(out.Entries, e.proto())
+	out := &filesystem.ListDirResponse{Entries: make([]*filesystem.EntryInfo, 0, len(rep.Entries))}
+	for i := range rep.Entries {
+		out.Entries = append(out.Entries, entryInfo(&rep.Entries[i]))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -233,23 +219,18 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	if req.Msg.GetPath() == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("path is required"))
 	}
-	var out struct{}
-	if err := f.call(ctx, req.Header(), &out, "remove", req.Msg.GetPath()); err != nil {
+	if _, err := f.call(ctx, req.Header(), &session.FSRequest{Op: session.FSRemove, Path: req.Msg.GetPath()}); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 }
 
-// maxWatcherEvents bounds the events a polling watcher holds between two
-// GetWatcherEvents; past it the oldest are dropped.
-const maxWatcherEvents = 10000
-
-// watcher is one running inotify helper and the events it has reported
+// watcher is one running watch and the events it has reported
 // and nobody has taken yet.
 type watcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	// ready is closed once the helper watches (or failed before).
+	// ready is closed once the agent watches (or failed before).
 	ready chan struct{}
 
 	mu sync.Mutex
@@ -276,14 +257,6 @@ func (w *watcher) take() ([]*filesystem.FilesystemEvent, error) {
 	return evs, w.err
 }
 
-// watchLine is one line of the helper's watch output.
-type watchLine struct {
-	Start bool         `json:"start"`
-	Name  string       `json:"name"`
-	Type  string       `json:"type"`
-	Entry *helperEntry `json:"entry"`
-}
-
 var eventTypes = map[string]filesystem.EventType{
 	"create": filesystem.EventType_EVENT_TYPE_CREATE,
 	"write":  filesystem.EventType_EVENT_TYPE_WRITE,
@@ -292,79 +265,59 @@ var eventTypes = map[string]filesystem.EventType{
 	"chmod":  filesystem.EventType_EVENT_TYPE_CHMOD,
 }
 
-// watch starts the inotify helper on path and returns once it watches, or
-// with the error it failed with (not_found, a path that is no directory).
-// The watch runs until ctx ends or stop is called.
-func (s *Server) watch(ctx context.Context, t Target, user, path string, recursive, include bool) (*watcher, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	w := &watcher{cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}), notify: make(chan struct{}, 1)}
-	flag := func(b bool) string {
-		if b {
-			return "1"
-		}
-		return "0"
+// watch starts an inotify watch of path in the sandbox's agent and returns
+// once it watches, or with the error it failed with (not_found, a path that
+// is no directory). The watch runs until ctx ends or stop is called.
+func (s *Server) watch(ctx context.Context, t Target, user, p string, recursive, include bool) (*watcher, error) {
+	p, err := s.absPath(ctx, t, user, p)
+	if err != nil {
+		return nil, s.rpcErr(ctx, t, err)
 	}
-	argv := helperArgv(t, user, "watch", path, flag(recursive), flag(include))
+	req := &session.FSWatchRequest{Path: p, Recursive: recursive, IncludeEntry: include}
+	if user != defaultUser(t) && canSwitch(t, user) {
+		req.User = user
+	}
+	// A watch lives as long as a command may (session.max_exec_timeout),
+	// or its call's deadline.
 	timeout := s.mgr.Config().MaxTimeout
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = max(time.Until(d), time.Second)
 	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	w := &watcher{cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}), notify: make(chan struct{}, 1)}
 	var started sync.Once
-	markReady := func() { started.Do(func() { close(w.ready) }) }
-	var line []byte
-	var first []byte // what the helper printed before it watched: its error
 	ready := false
-	out := func(ch byte, p []byte) error {
-		if ch != session.ChanStdout {
+	markReady := func() { started.Do(func() { close(w.ready) }) }
+	on := func(ev session.FSWatchEvent) error {
+		if ev.Start {
+			ready = true
+			markReady()
 			return nil
 		}
-		line = append(line, p...)
-		for {
-			i := bytes.IndexByte(line, '\n')
-			if i < 0 {
-				break
-			}
-			var l watchLine
-			err := json.Unmarshal(line[:i], &l)
-			line = line[i+1:]
-			switch {
-			case err != nil:
-			case l.Start:
-				ready = true
-				markReady()
-			default:
-				typ, ok := eventTypes[l.Type]
-				if !ok {
-					continue
-				}
-				ev := &filesystem.FilesystemEvent{Name: l.Name, Type: typ, Entry: l.Entry.proto()}
-				w.mu.Lock()
-				if len(w.events) >= maxWatcherEvents {
-					w.events = w.events[1:]
-				}
-				w.events = append(w.events, ev)
-				w.mu.Unlock()
-				w.signal()
-			}
+		typ, ok := eventTypes[ev.Type]
+		if !ok {
+			return nil
 		}
-		if !ready {
-			first = append(first[:0], line...)
+		fe := &filesystem.FilesystemEvent{Name: ev.Name, Type: typ, Entry: entryInfo(ev.Entry)}
+		w.mu.Lock()
+		if len(w.events) >= maxWatcherEvents {
+			w.events = w.events[1:]
 		}
+		w.events = append(w.events, fe)
+		w.mu.Unlock()
+		w.signal()
 		return nil
 	}
 	go func() {
 		defer close(w.done)
-		res, err := s.mgr.Exec(wctx, t.Tenant, t.Session, &session.ExecRequest{Argv: argv, Timeout: timeout}, out)
+		err := s.mgr.FSWatch(wctx, t.Tenant, t.Session, req, on)
 		switch {
-		case err != nil && wctx.Err() == nil:
-			err = s.helperErr(wctx, t, err)
+		case err != nil && wctx.Err() != nil:
+			err = nil // stopped, or ran its time
 		case err != nil:
-			err = nil // stopped
+			err = s.rpcErr(wctx, t, err)
 		case !ready:
-			err = decodeHelper(res.ExitCode, first, nil, &struct{}{})
-			if err == nil {
-				err = connect.NewError(connect.CodeInternal, errors.New("the watch ended before it started"))
-			}
+			err = connect.NewError(connect.CodeInternal, errors.New("the watch ended before it started"))
 		}
 		w.mu.Lock()
 		w.err = err
@@ -439,7 +392,7 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 			}
 			select {
 			case <-w.done:
-				// The helper ended (its directory went away): so does
+				// The watch ended (its directory went away): so does
 				// the stream.
 				if evs, err := w.take(); len(evs) == 0 {
 					return err
