@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/fleet"
@@ -29,6 +30,38 @@ type fleetNode struct {
 	// manager is set once the manager exists; the node's capacity
 	// refresh reads it from its own goroutine.
 	manager atomic.Pointer[session.Manager]
+	// auth keeps API keys and tenants' settings in the registry.
+	auth *fleet.AuthStore
+}
+
+// authStore is where keys and tenants' settings live: the local store, or
+// the fleet's (docs/FLEET.md, "Tenants, keys, quotas").
+func (d *Daemon) authStore() fleet.LocalAuth {
+	if d.fleet == nil {
+		return d.store
+	}
+	return d.fleet.auth
+}
+
+// fleetAuth hooks the daemon's key and tenant caches to the fleet's
+// changes (a key revoked or a quota changed on another node drops them
+// here), and copies the node's own keys and tenants into the registry in
+// the background (fleet.AuthStore.Import).
+func (d *Daemon) fleetAuth(authn *auth.Authenticator) {
+	if d.fleet == nil {
+		return
+	}
+	f := d.fleet
+	f.node.OnAuthChange(func(id string) {
+		if authn != nil {
+			authn.Forget(id)
+		}
+	}, d.tenants.forget)
+	go func() {
+		if err := f.auth.Import(f.node.Context()); err != nil && f.node.Context().Err() == nil {
+			d.log.Error("copying this node's API keys and tenants into the fleet's registry failed", "error", err)
+		}
+	}()
 }
 
 // startFleet makes the daemon a node of its fleet, when one is
@@ -89,6 +122,7 @@ func (d *Daemon) startFleet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	f.auth = f.node.AuthStore(d.store)
 	d.log.Info("this daemon is a fleet node", "node", name, "advertise", addr, "etcd", endpoints, "embedded_member", fc.Embedded)
 	return nil
 }
@@ -152,6 +186,14 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
 				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
 		}}, next)
+}
+
+// fleetNodeName is the node's name in its fleet, "" without one.
+func (d *Daemon) fleetNodeName() string {
+	if d.fleet == nil {
+		return ""
+	}
+	return d.fleet.node.Name()
 }
 
 // closeFleet leaves the fleet after the sessions were kept or deleted:

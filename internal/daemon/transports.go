@@ -31,7 +31,7 @@ func (d *Daemon) mountTransports() error {
 		Version:       Version,
 		CgroupMode:    fmt.Sprintf("v%d", d.cgroups.Version()),
 		Edge:          d.edge,
-		Tenants:       d.store,
+		Tenants:       d.authStore(),
 		TenantChanged: d.tenants.forget,
 		Metrics:       d.metrics.Handler(),
 		Ready:         d.ready.check,
@@ -57,7 +57,7 @@ func (d *Daemon) mountTransports() error {
 	// of its own.
 	var keys auth.KeyStore
 	if d.edge.Authenticator() != nil {
-		keys = d.store
+		keys = d.authStore()
 	}
 	e2bAPI, err := e2b.New(e2b.Config{Manager: d.manager, Edge: d.edge, Images: d.images, Keys: keys,
 		SecretFile: filepath.Join(d.cfg.DataDir, "e2b-secret"), PreviewDomain: d.cfg.PreviewDomain, Log: d.log})

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/internal/fleet/registry"
@@ -24,13 +25,18 @@ type Cache struct {
 	nodes    map[string]registry.Node        // guarded by mu
 	draining map[string]bool                 // guarded by mu
 	sessions map[sessionKey]registry.Session // guarded by mu
+	objects  map[objectKey]registry.Object   // guarded by mu
+	// onObject, if set, hears of every object that changed (kind and
+	// name), after the cache holds the change: the key and tenant caches
+	// of the daemon drop their entries.
+	onObject atomic.Pointer[func(kind, name string)]
 	synced   chan struct{}                   // closed at the first snapshot
 	once     sync.Once
 }
 
 func newCache(reg registry.Registry, log *slog.Logger) *Cache {
 	return &Cache{reg: reg, log: log, nodes: map[string]registry.Node{}, draining: map[string]bool{},
-		sessions: map[sessionKey]registry.Session{}, synced: make(chan struct{})}
+		sessions: map[sessionKey]registry.Session{}, objects: map[objectKey]registry.Object{}, synced: make(chan struct{})}
 }
 
 // Synced is closed once the cache holds a first snapshot.
@@ -59,8 +65,29 @@ func (c *Cache) run(ctx context.Context) {
 	}
 }
 
+type objectKey struct{ kind, name string }
+
 func (c *Cache) load(s registry.Snapshot) {
+	objects := make(map[objectKey]registry.Object, len(s.Objects))
+	for _, o := range s.Objects {
+		objects[objectKey{o.Kind, o.Name}] = o
+	}
+	// A new snapshot follows a broken watch: every object that differs
+	// from what the cache held changed meanwhile (a revocation the watch
+	// missed included).
+	var changed []objectKey
 	c.mu.Lock()
+	for k, o := range objects {
+		if old, ok := c.objects[k]; !ok || old.Rev != o.Rev {
+			changed = append(changed, k)
+		}
+	}
+	for k := range c.objects {
+		if _, ok := objects[k]; !ok {
+			changed = append(changed, k)
+		}
+	}
+	c.objects = objects
 	c.rev = s.Rev
 	c.nodes = map[string]registry.Node{}
 	for _, n := range s.Nodes {
@@ -76,9 +103,25 @@ func (c *Cache) load(s registry.Snapshot) {
 	}
 	c.mu.Unlock()
 	c.once.Do(func() { close(c.synced) })
+	for _, k := range changed {
+		c.notify(k.kind, k.name)
+	}
 }
 
+func (c *Cache) notify(kind, name string) {
+	if f := c.onObject.Load(); f != nil {
+		(*f)(kind, name)
+	}
+}
+
+// OnObject sets the function told of every changed object.
+func (c *Cache) OnObject(f func(kind, name string)) { c.onObject.Store(&f) }
+
 func (c *Cache) apply(e registry.Event) {
+	if e.Object != nil {
+		c.putObject(*e.Object, e.Deleted)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rev = e.Rev
@@ -136,6 +179,49 @@ func (c *Cache) Lookup(tenant, id string) (Route, bool) {
 	}
 	n, alive := c.nodes[s.Node]
 	return Route{Session: s, Node: n, Alive: alive}, true
+}
+
+// putObject records an object's change (from the watch, or from this
+// node's own write before the watch brings it) and tells onObject. A change
+// older than what the cache holds is ignored.
+func (c *Cache) putObject(o registry.Object, deleted bool) {
+	k := objectKey{o.Kind, o.Name}
+	c.mu.Lock()
+	old, had := c.objects[k]
+	if had && old.Rev > o.Rev {
+		c.mu.Unlock()
+		return
+	}
+	if deleted {
+		delete(c.objects, k)
+	} else {
+		c.objects[k] = o
+	}
+	c.rev = max(c.rev, o.Rev)
+	c.mu.Unlock()
+	c.notify(o.Kind, o.Name)
+}
+
+// Object returns the cached object kind/name.
+func (c *Cache) Object(kind, name string) (registry.Object, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	o, ok := c.objects[objectKey{kind, name}]
+	return o, ok
+}
+
+// Objects returns the cached objects of kind, by name.
+func (c *Cache) Objects(kind string) []registry.Object {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []registry.Object
+	for k, o := range c.objects {
+		if k.kind == kind {
+			out = append(out, o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // Rev is the registry revision the cache reflects.

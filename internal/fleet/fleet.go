@@ -180,6 +180,9 @@ func (n *Node) Place() (registry.Node, bool) {
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
 
+// Context ends when the node leaves the fleet.
+func (n *Node) Context() context.Context { return n.ctx }
+
 // Registered reports whether the node's entry is in the registry now.
 func (n *Node) Registered() bool { return n.member.Registered() }
 

@@ -467,6 +467,72 @@ func testFleet(t *testing.T, endpoints []string) {
 			t.Fatalf("a forged forwarded request got %d, want 401", resp.StatusCode)
 		}
 	})
+	t.Run("KeysAndTenantsAreFleetWide", func(t *testing.T) {
+		// Each node made its own admin key at its first start and brought
+		// it into the fleet: n0's works on n2.
+		if _, err := client.New(n2.url, client.WithToken(n0.key)).ListKeys(bg, ""); err != nil {
+			t.Fatalf("n0's admin key on n2: %v", err)
+		}
+		// A key made through n0 works on n1 and n2 at once (their caches
+		// have not seen it: they read the registry).
+		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "acme", Name: "fleet"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acme := map[string]*client.Client{}
+		for _, n := range nodes {
+			acme[n.name] = client.New(n.url, client.WithToken(k.Secret))
+			if _, err := acme[n.name].ListSessions(bg); err != nil {
+				t.Fatalf("the key made on n0 through %s: %v", n.name, err)
+			}
+		}
+		// A quota set through n1 binds creates through every node: acme
+		// may hold one session, fleet-wide.
+		if _, err := n1.c.PutTenant(bg, "acme", &api.Tenant{Quota: api.TenantQuota{MaxSessions: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 3*time.Second, "n2 sees acme's settings", func() bool {
+			tn, err := n2.c.GetTenant(bg, "acme")
+			return err == nil && tn.Quota.MaxSessions == 1
+		})
+		if _, err := acme["n2"].CreateSession(bg, &api.CreateSessionRequest{ID: "a1"}); err != nil {
+			t.Fatalf("acme's first session: %v", err)
+		}
+		for _, n := range nodes {
+			if _, err := acme[n.name].CreateSession(bg, &api.CreateSessionRequest{ID: "a2"}); status(err) != http.StatusTooManyRequests {
+				t.Fatalf("acme's second session through %s = %v, want 429 (max_sessions 1 set on n1)", n.name, err)
+			}
+		}
+		if err := acme["n0"].DeleteSession(bg, "a1"); err != nil {
+			t.Fatal(err)
+		}
+		// Every node authenticated the key once and keeps it in its key
+		// cache; a revocation through n2 reaches them through the watch.
+		start := time.Now()
+		if err := n2.c.RevokeKey(bg, k.ID); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			eventually(t, 2*time.Second, "the revoked key refused by "+n.name, func() bool {
+				_, err := acme[n.name].ListSessions(bg)
+				return status(err) == http.StatusUnauthorized
+			})
+		}
+		t.Logf("a revocation through n2 took effect on every node within %v", time.Since(start).Round(time.Millisecond))
+		if _, err := n0.c.PutTenant(bg, "acme", &api.Tenant{}); err != nil {
+			t.Fatal(err)
+		}
+		// Each node keeps its own audit log; its records name it.
+		for _, n := range nodes {
+			b, err := os.ReadFile(filepath.Join(n.dataDir, "audit.log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), `"node":"`+n.name+`"`) {
+				t.Errorf("%s's audit log has no record naming it:\n%.400s", n.name, b)
+			}
+		}
+	})
 	t.Run("RestartWithinGrace", func(t *testing.T) {
 		o := owner(t, "s2")
 		o.kill()

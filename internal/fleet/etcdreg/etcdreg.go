@@ -13,6 +13,8 @@
 //	                        in the same transaction as the record
 //	usage/TENANT            the tenant's Live sessions, in decimal,
 //	                        changed in the same transaction as a record
+//	objects/KIND/NAME       an object (API keys, tenants' settings): the
+//	                        caller's bytes, no lease
 //	election/ROLE/...       concurrency.Election's keys
 //	secret                  the fleet's secret, base64; made once by
 //	                        compare-and-swap
@@ -157,6 +159,9 @@ func (r *Registry) Close() error { return r.cli.Close() }
 func (r *Registry) nodeKey(n string) string  { return r.p + "nodes/" + url.PathEscape(n) }
 func (r *Registry) drainKey(n string) string { return r.p + "drain/" + url.PathEscape(n) }
 func (r *Registry) usageKey(t string) string { return r.p + "usage/" + url.PathEscape(t) }
+func (r *Registry) objectKey(kind, name string) string {
+	return r.p + "objects/" + url.PathEscape(kind) + "/" + url.PathEscape(name)
+}
 func (r *Registry) sessionKey(t, id string) string {
 	return r.p + "sessions/" + url.PathEscape(t) + "/" + url.PathEscape(id)
 }
@@ -672,6 +677,7 @@ func (r *Registry) Snapshot(ctx context.Context) (registry.Snapshot, error) {
 		clientv3.OpGet(r.p+"nodes/", clientv3.WithPrefix()),
 		clientv3.OpGet(r.p+"drain/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		clientv3.OpGet(r.p+"sessions/", clientv3.WithPrefix()),
+		clientv3.OpGet(r.p+"objects/", clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return registry.Snapshot{}, unavailable("snapshot", err)
@@ -686,6 +692,11 @@ func (r *Registry) Snapshot(ctx context.Context) (registry.Snapshot, error) {
 			return registry.Snapshot{}, fmt.Errorf("fleet registry: session record %s: %w", kv.Key, err)
 		}
 		snap.Sessions = append(snap.Sessions, s)
+	}
+	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+		if o, ok := r.object(kv); ok {
+			snap.Objects = append(snap.Objects, o)
+		}
 	}
 	return snap, nil
 }
@@ -741,10 +752,87 @@ func (r *Registry) event(ev *clientv3.Event) (registry.Event, bool) {
 			return e, false
 		}
 		e.Session = &s
+	case "objects":
+		o, ok := r.object(ev.Kv)
+		if !ok {
+			return e, false
+		}
+		e.Object = &o
 	default:
 		return e, false
 	}
 	return e, true
+}
+
+// object decodes an objects/KIND/NAME key and its value.
+func (r *Registry) object(kv *mvccKV) (registry.Object, bool) {
+	rest, ok := strings.CutPrefix(string(kv.Key), r.p+"objects/")
+	if !ok {
+		return registry.Object{}, false
+	}
+	k, n, ok := strings.Cut(rest, "/")
+	if !ok {
+		return registry.Object{}, false
+	}
+	kind, err1 := url.PathUnescape(k)
+	name, err2 := url.PathUnescape(n)
+	if err1 != nil || err2 != nil {
+		return registry.Object{}, false
+	}
+	return registry.Object{Kind: kind, Name: name, Value: kv.Value, Rev: kv.ModRevision}, true
+}
+
+// PutObject writes an object, compared with rev (registry.Registry).
+func (r *Registry) PutObject(ctx context.Context, o registry.Object, rev int64) (int64, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	key := r.objectKey(o.Kind, o.Name)
+	tx := r.cli.Txn(ctx)
+	switch {
+	case rev == 0:
+		tx = tx.If(clientv3.Compare(clientv3.Version(key), "=", 0))
+	case rev > 0:
+		tx = tx.If(clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+	}
+	resp, err := tx.Then(clientv3.OpPut(key, string(o.Value))).Commit()
+	if err != nil {
+		return 0, unavailable("write "+o.Kind, err)
+	}
+	if !resp.Succeeded {
+		if rev == 0 {
+			return 0, errdefs.New(errdefs.ErrConflict, "%s %q exists in the fleet", o.Kind, o.Name)
+		}
+		return 0, errdefs.New(errdefs.ErrConflict, "%s %q changed meanwhile", o.Kind, o.Name)
+	}
+	return resp.Header.Revision, nil
+}
+
+// GetObject reads an object.
+func (r *Registry) GetObject(ctx context.Context, kind, name string) (registry.Object, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, r.objectKey(kind, name))
+	if err != nil {
+		return registry.Object{}, unavailable("read "+kind, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return registry.Object{}, errdefs.New(errdefs.ErrNotFound, "%s %q not found", kind, name)
+	}
+	o, ok := r.object(resp.Kvs[0])
+	if !ok {
+		return registry.Object{}, fmt.Errorf("fleet registry: bad object key %s", resp.Kvs[0].Key)
+	}
+	return o, nil
+}
+
+// DeleteObject removes an object.
+func (r *Registry) DeleteObject(ctx context.Context, kind, name string) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	if _, err := r.cli.Delete(ctx, r.objectKey(kind, name)); err != nil {
+		return unavailable("delete "+kind, err)
+	}
+	return nil
 }
 
 // Elect campaigns for role under a session of the election TTL.

@@ -118,6 +118,17 @@ type Registry interface {
 	// Elect blocks until this caller (id) leads role, or ctx ends.
 	Elect(ctx context.Context, role, id string) (Leadership, error)
 
+	// PutObject writes an object. rev says what must be there: 0 that it
+	// does not exist yet (ErrConflict otherwise), a positive revision that
+	// it is unchanged since it was read at it (ErrConflict otherwise), -1
+	// nothing. It returns the revision of the write.
+	PutObject(ctx context.Context, o Object, rev int64) (int64, error)
+	// GetObject returns the object kind/name with the revision it was
+	// last written at (ErrNotFound if absent).
+	GetObject(ctx context.Context, kind, name string) (Object, error)
+	// DeleteObject removes an object; a missing one is not an error.
+	DeleteObject(ctx context.Context, kind, name string) error
+
 	// Secret returns the fleet's shared secret (32 random bytes), made by
 	// the first node that asks: nodes sign the requests they forward to
 	// each other with it.
@@ -168,15 +179,29 @@ type Snapshot struct {
 	Sessions []Session
 	// Draining names the nodes marked draining, alive or not.
 	Draining []string
+	// Objects are every object (API keys, tenants' settings).
+	Objects []Object
 }
 
-// Event is one change. Exactly one of Node, Session and Drain is set;
-// Deleted says it went (only Name, or Tenant and ID, are then filled in; a
-// deleted Drain is a drain mark taken off).
+// Object is a small fleet-wide record the registry keeps for the nodes
+// without interpreting it: an API key (kind "keys", named by its id) or a
+// tenant's settings (kind "tenants"). Value is the caller's encoding.
+type Object struct {
+	Kind, Name string
+	Value      []byte
+	// Rev is the revision the object was last written at (filled in by
+	// the registry; PutObject ignores it).
+	Rev int64
+}
+
+// Event is one change. Exactly one of Node, Session, Object and Drain is
+// set; Deleted says it went (only Name, Tenant and ID, or Kind and Name are
+// then filled in; a deleted Drain is a drain mark taken off).
 type Event struct {
 	Rev     int64
 	Node    *Node
 	Session *Session
+	Object  *Object
 	// Drain names a node whose drain mark was set or taken off.
 	Drain   string
 	Deleted bool

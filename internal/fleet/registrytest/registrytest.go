@@ -27,6 +27,66 @@ func Run(t *testing.T, open func(t *testing.T) registry.Registry) {
 	t.Run("Watch", func(t *testing.T) { testWatch(t, open(t)) })
 	t.Run("Elect", func(t *testing.T) { testElect(t, open(t)) })
 	t.Run("Secret", func(t *testing.T) { testSecret(t, open(t)) })
+	t.Run("Objects", func(t *testing.T) { testObjects(t, open(t)) })
+}
+
+// testObjects: create-only and compare-on-revision writes, reads, the
+// snapshot and the watch of objects, names that need escaping.
+func testObjects(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	snap, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := r.Watch(ctx, snap.Rev)
+	o := registry.Object{Kind: "keys", Name: "a/b", Value: []byte("one")}
+	rev, err := r.PutObject(ctx, o, 0)
+	if err != nil || rev <= snap.Rev {
+		t.Fatalf("create = %d, %v", rev, err)
+	}
+	if _, err := r.PutObject(ctx, o, 0); !errdefs.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("create again = %v, want conflict", err)
+	}
+	got, err := r.GetObject(ctx, "keys", "a/b")
+	if err != nil || string(got.Value) != "one" || got.Rev != rev || got.Kind != "keys" || got.Name != "a/b" {
+		t.Fatalf("get = %+v, %v", got, err)
+	}
+	if _, err := r.GetObject(ctx, "keys", "a"); !errdefs.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("get of a missing object = %v, want not found", err)
+	}
+	o.Value = []byte("two")
+	if _, err := r.PutObject(ctx, o, rev-1); !errdefs.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("put at a stale revision = %v, want conflict", err)
+	}
+	rev2, err := r.PutObject(ctx, o, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err = r.Snapshot(ctx)
+	if err != nil || len(snap.Objects) != 1 || string(snap.Objects[0].Value) != "two" || snap.Objects[0].Rev != rev2 {
+		t.Fatalf("snapshot objects = %+v, %v", snap.Objects, err)
+	}
+	if err := r.DeleteObject(ctx, "keys", "a/b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteObject(ctx, "keys", "a/b"); err != nil {
+		t.Fatalf("delete of a missing object = %v", err)
+	}
+	var seen []string
+	for len(seen) < 3 {
+		select {
+		case e := <-ch:
+			if e.Object == nil || e.Object.Kind != "keys" || e.Object.Name != "a/b" {
+				t.Fatalf("event %+v", e)
+			}
+			seen = append(seen, fmt.Sprintf("%s:%v", e.Object.Value, e.Deleted))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("watch brought %v", seen)
+		}
+	}
+	if want := "[one:false two:false :true]"; fmt.Sprint(seen) != want {
+		t.Fatalf("watch = %v, want %s", seen, want)
+	}
 }
 
 // Eventually polls cond every 20 ms until it holds or d passed.
