@@ -115,9 +115,9 @@ func (d *Daemon) startFleet(ctx context.Context) error {
 			}
 			return 0
 		},
-		MaxSessions: func(ctx context.Context, tenant string) (int, error) {
+		Quota: func(ctx context.Context, tenant string) (registry.Quota, error) {
 			l, err := d.tenants.Limits(ctx, tenant)
-			return l.MaxSessions, err
+			return registry.Quota{MaxSessions: l.MaxSessions, MaxMemoryMB: l.MaxMemoryMB, MaxMilliCPUs: fleet.MilliCPUs(l.MaxCPUs)}, err
 		}})
 	if err != nil {
 		return err

@@ -30,7 +30,7 @@ type Cache struct {
 	// name), after the cache holds the change: the key and tenant caches
 	// of the daemon drop their entries.
 	onObject atomic.Pointer[func(kind, name string)]
-	synced   chan struct{}                   // closed at the first snapshot
+	synced   chan struct{} // closed at the first snapshot
 	once     sync.Once
 }
 

@@ -495,7 +495,7 @@ func testFleet(t *testing.T, endpoints []string) {
 			tn, err := n2.c.GetTenant(bg, "acme")
 			return err == nil && tn.Quota.MaxSessions == 1
 		})
-		if _, err := acme["n2"].CreateSession(bg, &api.CreateSessionRequest{ID: "a1"}); err != nil {
+		if _, err := acme["n2"].CreateSession(bg, &api.CreateSessionRequest{ID: "a1", Limits: &api.Limits{MemoryMB: 256}}); err != nil {
 			t.Fatalf("acme's first session: %v", err)
 		}
 		for _, n := range nodes {
@@ -503,8 +503,26 @@ func testFleet(t *testing.T, endpoints []string) {
 				t.Fatalf("acme's second session through %s = %v, want 429 (max_sessions 1 set on n1)", n.name, err)
 			}
 		}
+		// Memory limits too are summed across the fleet, in the same
+		// transaction as the session's record.
+		if _, err := n1.c.PutTenant(bg, "acme", &api.Tenant{Quota: api.TenantQuota{MaxMemoryMB: 400}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 3*time.Second, "n0 sees acme's memory quota", func() bool {
+			tn, err := n0.c.GetTenant(bg, "acme")
+			return err == nil && tn.Quota.MaxMemoryMB == 400
+		})
+		for _, n := range nodes {
+			_, err := acme[n.name].CreateSession(bg, &api.CreateSessionRequest{ID: "a2", Limits: &api.Limits{MemoryMB: 256}})
+			if status(err) != http.StatusTooManyRequests || !strings.Contains(err.Error(), "max_memory_mb") {
+				t.Fatalf("acme's 256 MiB more through %s = %v, want 429 max_memory_mb (256 of 400 MiB held on one node)", n.name, err)
+			}
+		}
 		if err := acme["n0"].DeleteSession(bg, "a1"); err != nil {
 			t.Fatal(err)
+		}
+		if u, err := reg.UsageOf(bg, "acme"); err != nil || u != (registry.Usage{}) {
+			t.Fatalf("acme's usage after its delete = %+v, %v; want none", u, err)
 		}
 		// Every node authenticated the key once and keeps it in its key
 		// cache; a revocation through n2 reaches them through the watch.

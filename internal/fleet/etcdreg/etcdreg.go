@@ -11,8 +11,9 @@
 //	                        restart finds its sessions' records)
 //	owner/NODE/TENANT/ID    empty; the index of NODE's sessions, written
 //	                        in the same transaction as the record
-//	usage/TENANT            the tenant's Live sessions, in decimal,
-//	                        changed in the same transaction as a record
+//	usage/TENANT            what the tenant's Live sessions hold (JSON:
+//	                        sessions, memory_mb, milli_cpus), changed in
+//	                        the same transaction as a record
 //	objects/KIND/NAME       an object (API keys, tenants' settings): the
 //	                        caller's bytes, no lease
 //	election/ROLE/...       concurrency.Election's keys
@@ -400,7 +401,7 @@ const maxRounds = 64
 
 // CreateSession records s and counts it, in one transaction guarded by the
 // record's absence and the usage key's revision.
-func (r *Registry) CreateSession(ctx context.Context, s registry.Session, maxSessions int) error {
+func (r *Registry) CreateSession(ctx context.Context, s registry.Session, q registry.Quota) error {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	s.State = registry.Live
@@ -424,8 +425,8 @@ func (r *Registry) CreateSession(ctx context.Context, s registry.Session, maxSes
 		if err != nil {
 			return err
 		}
-		if maxSessions > 0 && used >= maxSessions {
-			return errdefs.New(errdefs.ErrResourceExhausted, "tenant %s is over its sessions quota: it holds %d of %d sessions in the fleet", s.Tenant, used, maxSessions)
+		if err := overQuota(s, used, q); err != nil {
+			return err
 		}
 		tx, err := r.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.Version(sk), "=", 0),
@@ -433,7 +434,7 @@ func (r *Registry) CreateSession(ctx context.Context, s registry.Session, maxSes
 		).Then(
 			clientv3.OpPut(sk, string(b)),
 			clientv3.OpPut(r.ownerKey(s.Node, s.Tenant, s.ID), ""),
-			clientv3.OpPut(uk, strconv.Itoa(used+1)),
+			clientv3.OpPut(uk, used.add(s, 1)),
 		).Commit()
 		if err != nil {
 			return unavailable("create session", err)
@@ -459,17 +460,51 @@ func (r *Registry) existsErr(s registry.Session, raw []byte) error {
 // mvccKV is etcd's key-value type.
 type mvccKV = mvccpb.KeyValue
 
-// usageOf reads a usage key: its count and modification revision (0, 0
-// when absent, which a Compare of ModRevision matches).
-func usageOf(kvs []*mvccKV) (int, int64, error) {
+// usage is a tenant's usage/TENANT value: JSON registry.Usage (a plain
+// decimal, the session count alone, from before memory and CPUs were
+// counted, is read too).
+type usage registry.Usage
+
+// add returns the value after s came (sign 1) or went (-1), never below 0.
+func (u usage) add(s registry.Session, sign int) string {
+	u.Sessions = max(u.Sessions+sign, 0)
+	u.MemoryMB = max(u.MemoryMB+int64(sign)*s.MemoryMB, 0)
+	u.MilliCPUs = max(u.MilliCPUs+int64(sign)*s.MilliCPUs, 0)
+	b, _ := json.Marshal(registry.Usage(u))
+	return string(b)
+}
+
+// overQuota checks that s fits in its tenant's quota after used.
+func overQuota(s registry.Session, used usage, q registry.Quota) error {
+	over := func(what, format string, args ...any) error {
+		return errdefs.New(errdefs.ErrResourceExhausted, "tenant %s is over its %s quota: "+format, append([]any{s.Tenant, what}, args...)...)
+	}
+	switch {
+	case q.MaxSessions > 0 && used.Sessions >= q.MaxSessions:
+		return over("max_sessions", "it holds %d of %d sessions in the fleet", used.Sessions, q.MaxSessions)
+	case q.MaxMemoryMB > 0 && used.MemoryMB+s.MemoryMB > q.MaxMemoryMB:
+		return over("max_memory_mb", "its sessions in the fleet would hold %d MiB of memory limits, more than %d", used.MemoryMB+s.MemoryMB, q.MaxMemoryMB)
+	case q.MaxMilliCPUs > 0 && used.MilliCPUs+s.MilliCPUs > q.MaxMilliCPUs:
+		return over("max_cpus", "its sessions in the fleet would hold %g CPUs, more than %g",
+			float64(used.MilliCPUs+s.MilliCPUs)/1000, float64(q.MaxMilliCPUs)/1000)
+	}
+	return nil
+}
+
+// usageOf reads a usage key: the usage and its modification revision
+// (zero, 0 when absent, which a Compare of ModRevision matches).
+func usageOf(kvs []*mvccKV) (usage, int64, error) {
 	if len(kvs) == 0 {
-		return 0, 0, nil
+		return usage{}, 0, nil
 	}
-	n, err := strconv.Atoi(string(kvs[0].Value))
-	if err != nil {
-		return 0, 0, fmt.Errorf("fleet registry: usage record %s: %w", kvs[0].Key, err)
+	var u usage
+	v := kvs[0].Value
+	if n, err := strconv.Atoi(string(v)); err == nil {
+		u.Sessions = n
+	} else if err := json.Unmarshal(v, &u); err != nil {
+		return usage{}, 0, fmt.Errorf("fleet registry: usage record %s: %w", kvs[0].Key, err)
 	}
-	return n, kvs[0].ModRevision, nil
+	return u, kvs[0].ModRevision, nil
 }
 
 // GetSession returns a session's record.
@@ -517,7 +552,7 @@ func (r *Registry) DeleteSession(ctx context.Context, tenant, id, node string) e
 		}
 		ops := []clientv3.Op{clientv3.OpDelete(sk), clientv3.OpDelete(r.ownerKey(node, tenant, id))}
 		if s.State == registry.Live {
-			ops = append(ops, clientv3.OpPut(uk, strconv.Itoa(max(used-1, 0))))
+			ops = append(ops, clientv3.OpPut(uk, used.add(s, -1)))
 		}
 		tx, err := r.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(sk), "=", kvs[0].ModRevision),
@@ -645,7 +680,7 @@ func (r *Registry) markLost(ctx context.Context, s registry.Session, lease clien
 		).Then(
 			clientv3.OpPut(sk, string(b), clientv3.WithLease(lease)),
 			clientv3.OpPut(r.ownerKey(s.Node, s.Tenant, s.ID), "", clientv3.WithLease(lease)),
-			clientv3.OpPut(uk, strconv.Itoa(max(used-1, 0))),
+			clientv3.OpPut(uk, used.add(cur, -1)),
 		).Commit()
 		if err != nil {
 			return false, unavailable("mark sessions lost", err)
@@ -659,14 +694,20 @@ func (r *Registry) markLost(ctx context.Context, s registry.Session, lease clien
 
 // Usage returns the tenant's Live sessions.
 func (r *Registry) Usage(ctx context.Context, tenant string) (int, error) {
+	u, err := r.UsageOf(ctx, tenant)
+	return u.Sessions, err
+}
+
+// UsageOf returns what the tenant's Live sessions hold.
+func (r *Registry) UsageOf(ctx context.Context, tenant string) (registry.Usage, error) {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	resp, err := r.cli.Get(ctx, r.usageKey(tenant))
 	if err != nil {
-		return 0, unavailable("read usage", err)
+		return registry.Usage{}, unavailable("read usage", err)
 	}
-	n, _, err := usageOf(resp.Kvs)
-	return n, err
+	u, _, err := usageOf(resp.Kvs)
+	return registry.Usage(u), err
 }
 
 // Snapshot reads nodes, drain marks and sessions at one revision.

@@ -69,6 +69,25 @@ type Session struct {
 	Created time.Time `json:"created"`
 	// Lost is when the fleet declared the session lost (State Lost).
 	LostAt time.Time `json:"lost_at,omitzero"`
+	// MemoryMB and MilliCPUs are the session's limits, counted against
+	// its tenant's fleet-wide quota while it is Live.
+	MemoryMB  int64 `json:"memory_mb,omitempty"`
+	MilliCPUs int64 `json:"milli_cpus,omitempty"`
+}
+
+// Quota bounds a tenant's Live sessions across the fleet; a zero field is
+// no bound.
+type Quota struct {
+	MaxSessions  int
+	MaxMemoryMB  int64
+	MaxMilliCPUs int64
+}
+
+// Usage is what a tenant's Live sessions hold across the fleet.
+type Usage struct {
+	Sessions  int   `json:"sessions"`
+	MemoryMB  int64 `json:"memory_mb,omitempty"`
+	MilliCPUs int64 `json:"milli_cpus,omitempty"`
 }
 
 // Registry is the fleet's shared state. Implementations are safe for
@@ -87,10 +106,11 @@ type Registry interface {
 	Drain(ctx context.Context, node string, draining bool) error
 
 	// CreateSession records a new Live session of s.Node, and in the same
-	// atomic step counts it against its tenant's fleet-wide usage, if that
-	// stays at most maxSessions (0: no cap). Of concurrent creates of one
-	// (tenant, id), or for a tenant's last slot, exactly one succeeds.
-	CreateSession(ctx context.Context, s Session, maxSessions int) error
+	// atomic step counts it (one session, its memory and CPUs) against its
+	// tenant's fleet-wide usage, if that stays within q. Of concurrent
+	// creates of one (tenant, id), or for a tenant's last slot, exactly
+	// one succeeds.
+	CreateSession(ctx context.Context, s Session, q Quota) error
 	// GetSession returns the record of (tenant, id).
 	GetSession(ctx context.Context, tenant, id string) (Session, error)
 	// DeleteSession removes the record of (tenant, id) owned by node and
@@ -105,6 +125,8 @@ type Registry interface {
 	MarkLost(ctx context.Context, node string) (int, error)
 	// Usage returns how many Live sessions the tenant holds fleet-wide.
 	Usage(ctx context.Context, tenant string) (int, error)
+	// UsageOf returns all the tenant's Live sessions hold fleet-wide.
+	UsageOf(ctx context.Context, tenant string) (Usage, error)
 
 	// Snapshot returns every node and session record with the revision
 	// they were read at; Watch continues from there.

@@ -28,6 +28,47 @@ func Run(t *testing.T, open func(t *testing.T) registry.Registry) {
 	t.Run("Elect", func(t *testing.T) { testElect(t, open(t)) })
 	t.Run("Secret", func(t *testing.T) { testSecret(t, open(t)) })
 	t.Run("Objects", func(t *testing.T) { testObjects(t, open(t)) })
+	t.Run("ResourceQuota", func(t *testing.T) { testResourceQuota(t, open(t)) })
+}
+
+// testResourceQuota: memory and CPUs are counted with the session record
+// and refused past the quota, given back by a delete and by MarkLost.
+func testResourceQuota(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	q := registry.Quota{MaxMemoryMB: 1024, MaxMilliCPUs: 1500}
+	mk := func(id, node string, mem, mcpu int64) error {
+		return r.CreateSession(ctx, registry.Session{Tenant: "rq", ID: id, Node: node, MemoryMB: mem, MilliCPUs: mcpu}, q)
+	}
+	if err := mk("a", "n1", 512, 500); err != nil {
+		t.Fatal(err)
+	}
+	if err := mk("b", "n2", 512, 500); err != nil {
+		t.Fatal(err)
+	}
+	if err := mk("c", "n3", 1, 0); !errdefs.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("a session past max_memory_mb = %v, want resource_exhausted", err)
+	}
+	u, err := r.UsageOf(ctx, "rq")
+	if err != nil || u != (registry.Usage{Sessions: 2, MemoryMB: 1024, MilliCPUs: 1000}) {
+		t.Fatalf("usage = %+v, %v", u, err)
+	}
+	if err := r.DeleteSession(ctx, "rq", "b", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mk("c", "n3", 256, 1001); !errdefs.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("a session past max_cpus = %v, want resource_exhausted", err)
+	}
+	if err := mk("c", "n3", 256, 1000); err != nil {
+		t.Fatalf("a session at max_cpus: %v", err)
+	}
+	// n3 has no entry (never joined): its session is lost and gives its
+	// share back.
+	if n, err := r.MarkLost(ctx, "n3"); err != nil || n != 1 {
+		t.Fatalf("MarkLost(n3) = %d, %v", n, err)
+	}
+	if u, err := r.UsageOf(ctx, "rq"); err != nil || u != (registry.Usage{Sessions: 1, MemoryMB: 512, MilliCPUs: 500}) {
+		t.Fatalf("usage after MarkLost = %+v, %v", u, err)
+	}
 }
 
 // testObjects: create-only and compare-on-revision writes, reads, the
@@ -180,18 +221,18 @@ func testDrain(t *testing.T, r registry.Registry) {
 func testSessionCAS(t *testing.T, r registry.Registry) {
 	ctx := context.Background()
 	s := registry.Session{Tenant: "t1", ID: "s1", Node: "a"}
-	if err := r.CreateSession(ctx, s, 0); err != nil {
+	if err := r.CreateSession(ctx, s, registry.Quota{}); err != nil {
 		t.Fatalf("CreateSession: %v", err)
 	}
 	// The same id of the same tenant, from any node, is a conflict.
 	for _, node := range []string{"a", "b"} {
-		if err := r.CreateSession(ctx, registry.Session{Tenant: "t1", ID: "s1", Node: node}, 0); !errdefs.Is(err, errdefs.ErrConflict) {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: "t1", ID: "s1", Node: node}, registry.Quota{}); !errdefs.Is(err, errdefs.ErrConflict) {
 			t.Fatalf("CreateSession(t1/s1 again on %s) = %v, want conflict", node, err)
 		}
 	}
 	// Another tenant may use the id; a tenant with a slash stays apart.
 	for _, tenant := range []string{"t2", "t1/s1", "t1%2Fs1"} {
-		if err := r.CreateSession(ctx, registry.Session{Tenant: tenant, ID: "s1", Node: "b"}, 0); err != nil {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: tenant, ID: "s1", Node: "b"}, registry.Quota{}); err != nil {
 			t.Fatalf("CreateSession(%s/s1): %v", tenant, err)
 		}
 	}
@@ -231,7 +272,7 @@ func testSessionCAS(t *testing.T, r registry.Registry) {
 func testLastQuotaSlot(t *testing.T, r registry.Registry) {
 	ctx := context.Background()
 	for i := range 4 {
-		if err := r.CreateSession(ctx, registry.Session{Tenant: "q", ID: fmt.Sprint("pre", i), Node: "a"}, 5); err != nil {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: "q", ID: fmt.Sprint("pre", i), Node: "a"}, registry.Quota{MaxSessions: 5}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -239,7 +280,7 @@ func testLastQuotaSlot(t *testing.T, r registry.Registry) {
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
-			err := r.CreateSession(ctx, registry.Session{Tenant: "q", ID: fmt.Sprint("race", i), Node: fmt.Sprint("n", i%3)}, 5)
+			err := r.CreateSession(ctx, registry.Session{Tenant: "q", ID: fmt.Sprint("race", i), Node: fmt.Sprint("n", i%3)}, registry.Quota{MaxSessions: 5})
 			switch {
 			case err == nil:
 				wins.Add(1)
@@ -261,7 +302,7 @@ func testLastQuotaSlot(t *testing.T, r registry.Registry) {
 	wins.Store(0)
 	for i := range 16 {
 		wg.Go(func() {
-			err := r.CreateSession(ctx, registry.Session{Tenant: "q2", ID: "same", Node: fmt.Sprint("n", i%3)}, 0)
+			err := r.CreateSession(ctx, registry.Session{Tenant: "q2", ID: "same", Node: fmt.Sprint("n", i%3)}, registry.Quota{})
 			if err == nil {
 				wins.Add(1)
 			} else if !errdefs.Is(err, errdefs.ErrConflict) {
@@ -283,7 +324,7 @@ func testMarkLost(t *testing.T, r registry.Registry) {
 	alive := join(t, r, "alive", 2*time.Second)
 	_ = alive
 	for _, s := range []registry.Session{{Tenant: "t", ID: "d1", Node: "dead"}, {Tenant: "t", ID: "d2", Node: "dead"}, {Tenant: "t", ID: "a1", Node: "alive"}} {
-		if err := r.CreateSession(ctx, s, 0); err != nil {
+		if err := r.CreateSession(ctx, s, registry.Quota{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -306,7 +347,7 @@ func testMarkLost(t *testing.T, r registry.Registry) {
 	}
 	// The id stays taken until the lost record is deleted; deleting it
 	// gives no quota back twice.
-	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "d1", Node: "alive"}, 0); !errdefs.Is(err, errdefs.ErrConflict) {
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "d1", Node: "alive"}, registry.Quota{}); !errdefs.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("CreateSession(lost id) = %v, want conflict", err)
 	}
 	if err := r.DeleteSession(ctx, "t", "d1", "dead"); err != nil {
@@ -326,7 +367,7 @@ func testWatch(t *testing.T, r registry.Registry) {
 	}
 	ch := r.Watch(ctx, snap.Rev)
 	m := join(t, r, "w", 2*time.Second)
-	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "w1", Node: "w"}, 0); err != nil {
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "w1", Node: "w"}, registry.Quota{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Drain(ctx, "w", true); err != nil {
