@@ -13,6 +13,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/e2b"
 	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/fleet"
 	"github.com/warrenhq/warren/internal/fleet/etcdmember"
@@ -164,6 +165,15 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 	}
 	n := d.fleet.node
 	return d.edge.Forward(&edge.Forwarding{Node: n.Name(), Secret: n.Secret, PreviewDomain: d.cfg.PreviewDomain,
+		Credentials: e2b.WarrenCredentials,
+		LocateID: func(id string) edge.Owner {
+			r, ok := n.Cache().LookupID(id, n.Name())
+			if !ok {
+				return edge.Owner{}
+			}
+			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
+				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
+		},
 		Place: func() edge.Owner {
 			p, ok := n.Place()
 			if !ok {

@@ -60,6 +60,14 @@ type Owner struct {
 type Forwarding struct {
 	// Locate returns the owner of (tenant, id).
 	Locate func(tenant, id string) Owner
+	// LocateID returns the owner of a session known only by its id: an
+	// E2B sandbox's envd reached with the sandbox's access token or a
+	// signed URL, which name no tenant (nil: such requests stay here).
+	LocateID func(id string) Owner
+	// Credentials, if set, returns r with its credentials in the form
+	// the authenticator takes (the E2B facade's e2b_ keys become warren
+	// keys), for Forward to learn the caller's tenant.
+	Credentials func(r *http.Request) (*http.Request, error)
 	// Secret returns the fleet's secret, nil while it is not known yet.
 	Secret func() []byte
 	// Place picks the node a new session goes to (Here when this one, or
@@ -91,6 +99,11 @@ type forwarded struct {
 	Request string `json:"r"`
 	From    string `json:"f"`
 	Expires int64  `json:"x"`
+	// Anon: the sender did not authenticate the request (E2B envd traffic
+	// with a sandbox's access token, which only the owner can check); it
+	// names no caller, marks the hop only, and the owner authenticates
+	// the request itself.
+	Anon bool `json:"n,omitempty"`
 }
 
 type forwardedKey struct{}
@@ -102,8 +115,12 @@ func forwardedIdentity(ctx context.Context) *auth.Identity {
 	return id
 }
 
-// sign returns the header value for the caller who, for r.
+// sign returns the header value for the caller who, for r; a nil who is
+// an anonymous hop (forwarded.Anon).
 func sign(secret []byte, who *auth.Identity, r *http.Request, from string) string {
+	if who == nil {
+		return encode(secret, forwarded{Anon: true, Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix()})
+	}
 	return encode(secret, forwarded{Tenant: who.Tenant, KeyID: who.KeyID, Subject: who.Subject, Admin: who.Admin, Method: who.Method,
 		Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix()})
 }
@@ -115,7 +132,8 @@ func encode(secret []byte, f forwarded) string {
 	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// verify checks a ForwardHeader value against r and returns its caller.
+// verify checks a ForwardHeader value against r and returns its caller,
+// nil for an anonymous hop.
 func verify(secret []byte, v string, r *http.Request) (*auth.Identity, string, error) {
 	bad := errdefs.New(errdefs.ErrUnauthenticated, "the %s header does not carry a valid signature of a fleet node", ForwardHeader)
 	p, s, ok := strings.Cut(v, ".")
@@ -133,8 +151,11 @@ func verify(secret []byte, v string, r *http.Request) (*auth.Identity, string, e
 		return nil, "", bad
 	}
 	var f forwarded
-	if json.Unmarshal(b, &f) != nil || f.Request != r.Method+" "+r.URL.EscapedPath() || time.Now().Unix() > f.Expires || f.Tenant == "" {
+	if json.Unmarshal(b, &f) != nil || f.Request != r.Method+" "+r.URL.EscapedPath() || time.Now().Unix() > f.Expires || (f.Tenant == "") != f.Anon {
 		return nil, "", bad
+	}
+	if f.Anon {
+		return nil, f.From, nil
 	}
 	return &auth.Identity{Tenant: f.Tenant, KeyID: f.KeyID, Subject: f.Subject, Admin: f.Admin, Method: f.Method}, f.From, nil
 }
@@ -182,10 +203,22 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 		if h := r.Header.Get(SessionHeader); id == "" && h != "" && strings.HasPrefix(r.URL.Path, "/warren.v1.") {
 			id = h
 		}
-		if id == "" && f.PreviewDomain != "" {
-			id = sessionOfPreviewHost(r.Host, f.PreviewDomain)
+		// envd: E2B's in-sandbox API, whose requests may carry only the
+		// sandbox's access token (or a signed URL), which name no tenant.
+		envd := false
+		if id == "" && (strings.HasPrefix(r.URL.Path, "/e2b/") || r.URL.Path == "/files") {
+			if h := r.Header.Get(E2BSandboxHeader); h != "" {
+				id, envd = h, true
+			} else {
+				id = SandboxOfE2BPath(r.URL.Path)
+			}
 		}
-		create := r.Method == http.MethodPost && r.URL.Path == "/v1/sessions" && f.Place != nil
+		if id == "" && f.PreviewDomain != "" {
+			var port string
+			port, id = sessionOfPreviewHost(r.Host, f.PreviewDomain)
+			envd = id != "" && port == e2bEnvdPort
+		}
+		create := r.Method == http.MethodPost && (r.URL.Path == "/v1/sessions" || r.URL.Path == "/e2b/sandboxes") && f.Place != nil
 		mcp := r.Method == http.MethodPost && r.URL.Path == "/mcp"
 		if id == "" && !create && !mcp {
 			next.ServeHTTP(w, r)
@@ -202,6 +235,17 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			who, from, err := verify(secret, v, r)
 			if err != nil {
 				e.WriteError(w, r, err)
+				return
+			}
+			if who == nil {
+				// An anonymous hop: the request authenticates here as if
+				// it came straight (the sandbox's access token).
+				if o := f.locateID(id); id != "" && o.Known && !o.Here {
+					WriteJSON(w, http.StatusMisdirectedRequest, errorBody("unavailable", "sandbox "+id+" is not on this node (fleet node "+f.Node+"); its route was stale"))
+					return
+				}
+				e.log.Debug("serving a forwarded request", "from", from, "session_id", id, "anonymous", true)
+				next.ServeHTTP(w, r)
 				return
 			}
 			if mcp {
@@ -221,10 +265,22 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 		}
 		who := noAuthIdentity
 		if e.auth != nil {
-			var err error
-			if who, err = e.auth.Authenticate(r.Context(), r); err != nil {
-				next.ServeHTTP(w, r) // the transport refuses it as always
-				return
+			ar, err := r, error(nil)
+			if f.Credentials != nil {
+				ar, err = f.Credentials(r)
+			}
+			if err == nil {
+				who, err = e.auth.Authenticate(r.Context(), ar)
+			}
+			if err != nil {
+				if envd {
+					// No credential this node can check: the owner
+					// checks the sandbox's access token.
+					who = nil
+				} else {
+					next.ServeHTTP(w, r) // the transport refuses it as always
+					return
+				}
 			}
 		}
 		var body []byte
@@ -285,6 +341,8 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			if !o.Known {
 				o = f.Place()
 			}
+		} else if who == nil {
+			o = f.locateID(id)
 		} else {
 			o = f.Locate(who.Tenant, id)
 		}
@@ -317,9 +375,13 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is on fleet node %s, and this node cannot forward yet (no fleet secret)", id, o.Node))
 			return
 		}
-		if err := e.limits.allow(who); err != nil {
-			e.WriteError(w, r, err)
-			return
+		// An anonymous request is admitted by the owner, as the key that
+		// created the sandbox.
+		if who != nil {
+			if err := e.limits.allow(who); err != nil {
+				e.WriteError(w, r, err)
+				return
+			}
 		}
 		if !readBody() {
 			return
@@ -341,8 +403,10 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				Rewrite: func(pr *httputil.ProxyRequest) {
 					pr.SetURL(target)
 					pr.Out.Host = pr.In.Host
-					pr.Out.Header.Del("Authorization")
-					pr.Out.Header.Del("X-API-Key")
+					if who != nil {
+						pr.Out.Header.Del("Authorization")
+						pr.Out.Header.Del("X-API-Key")
+					}
 					pr.Out.Header.Set(ForwardHeader, sign(secret, who, pr.Out, f.Node))
 					if body != nil {
 						pr.Out.Body = io.NopCloser(bytes.NewReader(body))
@@ -374,7 +438,12 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			}
 			// Give the watch a moment to bring the new route.
 			time.Sleep(200 * time.Millisecond)
-			if o = f.Locate(who.Tenant, id); o.Known && o.Here {
+			if who == nil {
+				o = f.locateID(id)
+			} else {
+				o = f.Locate(who.Tenant, id)
+			}
+			if o.Known && o.Here {
 				// The session came here meanwhile.
 				if body != nil {
 					r.Body = io.NopCloser(bytes.NewReader(body))
@@ -390,21 +459,50 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 	})
 }
 
-// sessionOfPreviewHost returns the session a preview host
+// E2BSandboxHeader names the sandbox an E2B envd request is for, when the
+// SDK reaches envd through the API's address rather than the sandbox's
+// host.
+const E2BSandboxHeader = "E2b-Sandbox-Id"
+
+// e2bEnvdPort is envd's port in E2B's sandbox hosts (49983-<id>.domain).
+const e2bEnvdPort = "49983"
+
+// SandboxOfE2BPath returns the sandbox an E2B control-plane path names
+// (/e2b/sandboxes/{id}... and /e2b/v2/sandboxes/{id}...), "" otherwise.
+func SandboxOfE2BPath(path string) string {
+	rest, ok := strings.CutPrefix(path, "/e2b/sandboxes/")
+	if !ok {
+		if rest, ok = strings.CutPrefix(path, "/e2b/v2/sandboxes/"); !ok {
+			return ""
+		}
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
+
+// locateID is LocateID, or unknown without one.
+func (f *Forwarding) locateID(id string) Owner {
+	if f.LocateID == nil || id == "" {
+		return Owner{}
+	}
+	return f.LocateID(id)
+}
+
+// sessionOfPreviewHost returns the port and session a preview host
 // ({port}-{session}.domain, docs/PORTS.md) names, "" for another host.
-func sessionOfPreviewHost(host, domain string) string {
+func sessionOfPreviewHost(host, domain string) (port, id string) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(domain))
 	if !ok || strings.Contains(label, ".") {
-		return ""
+		return "", ""
 	}
 	p, id, ok := strings.Cut(label, "-")
 	if !ok || p == "" || strings.Trim(p, "0123456789") != "" {
-		return ""
+		return "", ""
 	}
-	return id
+	return p, id
 }
 
 // peekMCP returns the session_id argument of an MCP tools/call in r's

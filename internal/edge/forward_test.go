@@ -142,6 +142,36 @@ func TestForwardedHeaderCannotBeForged(t *testing.T) {
 	if _, _, err := verify(tn.secret, encode(tn.secret, f), req); err == nil {
 		t.Fatal("an expired signature verified")
 	}
+	// An anonymous hop names no caller; one that also names a tenant, or
+	// a signed caller without one, is refused.
+	if who, from, err := verify(tn.secret, sign(tn.secret, nil, req, "a"), req); err != nil || who != nil || from != "a" {
+		t.Fatalf("anonymous hop = %v, %q, %v; want no caller from a", who, from, err)
+	}
+	exp := time.Now().Add(time.Minute).Unix()
+	for _, f := range []forwarded{
+		{Anon: true, Tenant: "t1", Request: "GET /v1/sessions/s", Expires: exp},
+		{Request: "GET /v1/sessions/s", Expires: exp},
+	} {
+		if who, _, err := verify(tn.secret, encode(tn.secret, f), req); err == nil {
+			t.Fatalf("%+v verified as %v", f, who)
+		}
+	}
+}
+
+func TestSandboxOfE2BPath(t *testing.T) {
+	for path, want := range map[string]string{
+		"/e2b/sandboxes/abc":            "abc",
+		"/e2b/sandboxes/abc/connect":    "abc",
+		"/e2b/v2/sandboxes/abc/logs":    "abc",
+		"/e2b/sandboxes":                "",
+		"/e2b/v2/sandboxes":             "",
+		"/v1/sessions/abc":              "",
+		"/e2b/templates/aliases/sandbo": "",
+	} {
+		if got := SandboxOfE2BPath(path); got != want {
+			t.Errorf("SandboxOfE2BPath(%q) = %q, want %q", path, got, want)
+		}
+	}
 }
 
 func TestSessionOfPreviewHost(t *testing.T) {
@@ -155,7 +185,7 @@ func TestSessionOfPreviewHost(t *testing.T) {
 		{"a.8080-s2.preview.test", ""},
 		{"preview.test", ""},
 	} {
-		if got := sessionOfPreviewHost(tc.host, "preview.test"); got != tc.want {
+		if _, got := sessionOfPreviewHost(tc.host, "preview.test"); got != tc.want {
 			t.Errorf("sessionOfPreviewHost(%q) = %q, want %q", tc.host, got, tc.want)
 		}
 	}

@@ -224,6 +224,32 @@ func (c *Cache) Objects(kind string) []registry.Object {
 	return out
 }
 
+// LookupID returns the route of a session known only by its id (an E2B
+// sandbox reached with its access token, whose tenant the edge cannot
+// tell). Ids are per tenant, so several tenants may hold one: a record of
+// this node wins (it serves the request and checks the token), then a
+// record on a live node; false if the cache has no record of id.
+func (c *Cache) LookupID(id, here string) (Route, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var best Route
+	found := false
+	for k, s := range c.sessions {
+		if k.id != id {
+			continue
+		}
+		n, alive := c.nodes[s.Node]
+		r := Route{Session: s, Node: n, Alive: alive}
+		switch {
+		case s.Node == here:
+			return r, true
+		case !found, alive && !best.Alive:
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
 // Rev is the registry revision the cache reflects.
 func (c *Cache) Rev() int64 {
 	c.mu.RLock()

@@ -551,6 +551,89 @@ func testFleet(t *testing.T, endpoints []string) {
 			}
 		}
 	})
+	t.Run("E2BFacadeIsForwarded", func(t *testing.T) {
+		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "e2bt"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		do := func(n *node, method, path string, hdr map[string]string, body string, out any) (int, string) {
+			t.Helper()
+			req, _ := http.NewRequest(method, n.url+path, strings.NewReader(body))
+			for k, v := range hdr {
+				if k == "Host" {
+					req.Host = v
+				} else {
+					req.Header.Set(k, v)
+				}
+			}
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if out != nil {
+				_ = json.Unmarshal(b, out)
+			}
+			return resp.StatusCode, string(b)
+		}
+		bearer := map[string]string{"Authorization": "Bearer " + k.Secret}
+		// A create through n1 is placed like a REST one.
+		var sb struct{ SandboxID, EnvdAccessToken string }
+		if st, b := do(n1, "POST", "/e2b/sandboxes", bearer, `{"templateID":"base","timeout":120}`, &sb); st != 201 {
+			t.Fatalf("E2B create through n1: %d %s", st, b)
+		}
+		r, err := reg.GetSession(bg, "e2bt", sb.SandboxID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("sandbox %s placed on %s", sb.SandboxID, r.Node)
+		var first string
+		for _, n := range nodes {
+			// The control plane, the id in the path.
+			var info struct{ SandboxID, State string }
+			if st, b := do(n, "GET", "/e2b/sandboxes/"+sb.SandboxID, bearer, "", &info); st != 200 || info.SandboxID != sb.SandboxID {
+				t.Fatalf("E2B get of %s (on %s) through %s: %d %s", sb.SandboxID, r.Node, n.name, st, b)
+			}
+			// envd with the sandbox's access token only (no tenant for
+			// the edge): by E2b-Sandbox-Id, and by the envd host.
+			for _, hdr := range []map[string]string{
+				{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": sb.EnvdAccessToken},
+				{"Host": "49983-" + sb.SandboxID + ".preview.test", "X-Access-Token": sb.EnvdAccessToken},
+			} {
+				path := "/e2b/files?path=/etc/hostname"
+				if hdr["Host"] != "" {
+					path = "/files?path=/etc/hostname"
+				}
+				st, b := do(n, "GET", path, hdr, "", nil)
+				if st != 200 || b == "" {
+					t.Fatalf("envd read through %s with %v: %d %s", n.name, hdr, st, b)
+				}
+				if first == "" {
+					first = b
+				} else if b != first {
+					t.Fatalf("envd read through %s = %q, want %q", n.name, b, first)
+				}
+			}
+			// A wrong token is refused by the owner, wherever it came in.
+			if st, b := do(n, "GET", "/e2b/files?path=/etc/hostname", map[string]string{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": "nope"}, "", nil); st != 401 {
+				t.Fatalf("envd with a wrong token through %s: %d %s, want 401", n.name, st, b)
+			}
+		}
+		killer := nodes[0]
+		if killer.name == r.Node {
+			killer = nodes[1]
+		}
+		if st, b := do(killer, "DELETE", "/e2b/sandboxes/"+sb.SandboxID, bearer, "", nil); st != 204 {
+			t.Fatalf("E2B kill through %s: %d %s", killer.name, st, b)
+		}
+		if _, err := reg.GetSession(bg, "e2bt", sb.SandboxID); err == nil {
+			t.Fatalf("the record of %s outlived its kill", sb.SandboxID)
+		}
+	})
 	t.Run("RestartWithinGrace", func(t *testing.T) {
 		o := owner(t, "s2")
 		o.kill()
