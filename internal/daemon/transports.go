@@ -70,9 +70,8 @@ func (d *Daemon) mountTransports() error {
 	// Then browsers of cors_origins, on every transport; request bodies
 	// that stall are cut (edge.IdleBodies).
 	// In a fleet, a request for a session another node owns goes there
-	// (fleet.go) before anything else looks at it. E2B's facade is not
-	// forwarded yet (docs/FLEET.md): its sandboxes are served by the node
-	// that owns them.
+	// (fleet.go) before anything else looks at it, the E2B facade's
+	// included (docs/FLEET.md).
 	d.handler = d.edge.Observe(d.forward(e2bAPI.Hosts(d.api.Preview(edge.CORS(d.origins, edge.IdleBodies(edge.DefaultBodyIdleTimeout, grpcapi.Unrouted(mux)))))))
 	return nil
 }

@@ -23,8 +23,8 @@ import (
 // ForwardHeader marks a request one fleet node forwarded to the session's
 // owner. It carries the caller the forwarding node admitted, signed with
 // the fleet's secret, bound to the request's method and path and valid for
-// forwardTTL: the owner takes the caller from it (API keys are per node
-// for now) and never forwards such a request again (one hop at most). A
+// forwardTTL: the owner takes the caller from it (it need not look the
+// key up again) and never forwards such a request again (one hop at most). A
 // client cannot forge one without the secret; a forged or stale one is
 // refused as unauthenticated.
 const ForwardHeader = "Warren-Forwarded"
@@ -218,9 +218,12 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			port, id = sessionOfPreviewHost(r.Host, f.PreviewDomain)
 			envd = id != "" && port == e2bEnvdPort
 		}
-		create := r.Method == http.MethodPost && (r.URL.Path == "/v1/sessions" || r.URL.Path == "/e2b/sandboxes") && f.Place != nil
+		create := r.Method == http.MethodPost && (r.URL.Path == "/v1/sessions" || r.URL.Path == "/e2b/sandboxes" || r.URL.Path == rpcCreate) && f.Place != nil
 		mcp := r.Method == http.MethodPost && r.URL.Path == "/mcp"
-		if id == "" && !create && !mcp {
+		// A gRPC or Connect call without SessionHeader names its session
+		// in its message: peeked below (peekRPC).
+		rpc := id == "" && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/warren.v1.") && r.URL.Path != rpcRun && r.URL.Path != rpcCreate
+		if id == "" && !create && !mcp && !rpc {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -249,10 +252,13 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				return
 			}
 			if mcp {
-				if id, err = peekMCP(r); err != nil {
+				if id, _, err = peekMCP(r); err != nil {
 					e.WriteError(w, r, err)
 					return
 				}
+			}
+			if rpc {
+				id = peekRPC(r)
 			}
 			if o := f.Locate(who.Tenant, id); id != "" && o.Known && !o.Here {
 				// One hop at most: the sender's route was stale.
@@ -285,7 +291,7 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 		}
 		var body []byte
 		retry := r.ContentLength >= 0 && r.ContentLength <= maxRetryBody && r.Header.Get("Upgrade") == ""
-		if create && !retry {
+		if create && !retry && r.URL.Path != rpcCreate {
 			next.ServeHTTP(w, r) // an odd create (no length, huge): here
 			return
 		}
@@ -314,33 +320,42 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				return
 			}
 			var err error
-			if id, err = peekMCP(r); err != nil || id == "" {
+			var mcpCreate bool
+			if id, mcpCreate, err = peekMCP(r); err != nil || (id == "" && !mcpCreate) {
 				next.ServeHTTP(w, r)
 				return
 			}
 			body, _ = io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			o = f.Locate(who.Tenant, id)
-		} else if create {
-			if !readBody() {
+			if mcpCreate {
+				// create_session: placed like a REST create.
+				o = f.placeCreate(who.Tenant, id)
+			} else {
+				o = f.Locate(who.Tenant, id)
+			}
+		} else if rpc {
+			if id = peekRPC(r); id == "" {
+				next.ServeHTTP(w, r)
 				return
 			}
+			o = f.Locate(who.Tenant, id)
+		} else if create {
 			// A create of an id the fleet knows goes to its owner (which
 			// answers 200 with it, or 409); any other to the node
 			// placement picks, which admits it or refuses.
-			var req struct {
-				ID string `json:"id"`
+			if r.URL.Path == rpcCreate {
+				id = peekRPC(r)
+			} else {
+				if !readBody() {
+					return
+				}
+				var req struct {
+					ID string `json:"id"`
+				}
+				_ = json.Unmarshal(body, &req) // no id: a create that placement names; bad JSON is the target's to refuse
+				id = req.ID
 			}
-			_ = json.Unmarshal(body, &req) // no id: a create that placement names; bad JSON is the target's to refuse
-			if id = req.ID; id != "" {
-				o = f.Locate(who.Tenant, id)
-			}
-			if o.Lost {
-				o = Owner{} // here: the registry answers 409, saying so
-			}
-			if !o.Known {
-				o = f.Place()
-			}
+			o = f.placeCreate(who.Tenant, id)
 		} else if who == nil {
 			o = f.locateID(id)
 		} else {
@@ -480,6 +495,24 @@ func SandboxOfE2BPath(path string) string {
 	return id
 }
 
+// placeCreate is where a create of id (maybe "") goes: the owner of an id
+// the fleet knows (which answers with the existing session, or 409), this
+// node for a lost one (the registry answers 409, saying so), else the node
+// placement picks.
+func (f *Forwarding) placeCreate(tenant, id string) Owner {
+	var o Owner
+	if id != "" {
+		o = f.Locate(tenant, id)
+	}
+	if o.Lost {
+		return Owner{}
+	}
+	if !o.Known && f.Place != nil {
+		o = f.Place()
+	}
+	return o
+}
+
 // locateID is LocateID, or unknown without one.
 func (f *Forwarding) locateID(id string) Owner {
 	if f.LocateID == nil || id == "" {
@@ -506,28 +539,34 @@ func sessionOfPreviewHost(host, domain string) (port, id string) {
 }
 
 // peekMCP returns the session_id argument of an MCP tools/call in r's
-// body ("" for any other message), leaving the body to be read again.
-func peekMCP(r *http.Request) (string, error) {
+// body ("" for any other message), or the id argument (maybe "") of a
+// create_session call with create set, leaving the body to be read again.
+func peekMCP(r *http.Request) (id string, create bool, err error) {
 	if r.ContentLength > maxRetryBody {
-		return "", nil
+		return "", false, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxRetryBody+1))
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	if err != nil {
-		return "", errdefs.New(errdefs.ErrInvalidArgument, "read the request body: %v", err)
+		return "", false, errdefs.New(errdefs.ErrInvalidArgument, "read the request body: %v", err)
 	}
 	var msg struct {
 		Method string `json:"method"`
 		Params struct {
+			Name      string `json:"name"`
 			Arguments struct {
 				SessionID string `json:"session_id"`
+				ID        string `json:"id"`
 			} `json:"arguments"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(b, &msg) != nil || msg.Method != "tools/call" {
-		return "", nil
+		return "", false, nil
 	}
-	return msg.Params.Arguments.SessionID, nil
+	if msg.Params.Name == "create_session" {
+		return msg.Params.Arguments.ID, true, nil
+	}
+	return msg.Params.Arguments.SessionID, false, nil
 }
 
 func errorBody(code, msg string) any {

@@ -244,6 +244,138 @@ func testFleet(t *testing.T, endpoints []string) {
 			return err == nil && len(ns) == 3 && free == 3*capacity-used
 		})
 	}
+	t.Run("RPCWithoutHeaderAndCreates", func(t *testing.T) {
+		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "rpct"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h2 http.Protocols
+		h2.SetUnencryptedHTTP2(true)
+		h2c := &http.Client{Transport: &http.Transport{Protocols: &h2}}
+		auth := connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				req.Header().Set("Authorization", "Bearer "+k.Secret)
+				return next(ctx, req)
+			}
+		}))
+		streamAuth := connect.WithInterceptors(streamAuthInterceptor("Bearer " + k.Secret))
+		// No Warren-Session header anywhere: the id is read from the
+		// message. gRPC (protobuf, h2c), Connect JSON, Connect protobuf.
+		protocols := []struct {
+			name   string
+			client *http.Client
+			opts   []connect.ClientOption
+		}{
+			{"grpc", h2c, []connect.ClientOption{auth, streamAuth, connect.WithGRPC()}},
+			{"connect-json", http.DefaultClient, []connect.ClientOption{auth, streamAuth, connect.WithProtoJSON()}},
+			{"connect-proto", http.DefaultClient, []connect.ClientOption{auth, streamAuth}},
+		}
+		// n0 drains: a create that reaches it must be placed elsewhere
+		// (n0 itself refuses creates while draining).
+		if err := reg.Drain(bg, "n0", true); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = reg.Drain(bg, "n0", false) })
+		eventually(t, 3*time.Second, "n0 sees itself draining", func() bool {
+			req, _ := http.NewRequest("GET", n0.url+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer "+n0.key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return strings.Contains(string(b), `warren_fleet_nodes{state="draining"} 1`+"\n")
+		})
+		// freeSettles waits until the registry shows every node's free
+		// capacity after the creates so far, so that placement does not
+		// pick a node that just filled up (it would refuse, 429).
+		freeSettles := func(used int) {
+			eventually(t, 3*time.Second, "free capacity settles", func() bool {
+				ns, err := reg.Nodes(bg)
+				free := 0
+				for _, n := range ns {
+					free += n.Free
+				}
+				return err == nil && free == 3*capacity-used
+			})
+		}
+		ids := []string{}
+		t.Cleanup(func() {
+			rc := client.New(n1.url, client.WithToken(k.Secret))
+			for _, id := range ids {
+				_ = rc.DeleteSession(bg, id)
+			}
+		})
+		for _, p := range protocols[:2] {
+			id := "r-" + p.name
+			sess := warrenv1connect.NewSessionServiceClient(p.client, n0.url, p.opts...)
+			if _, err := sess.CreateSession(bg, connect.NewRequest(&warrenv1.CreateSessionRequest{Id: id})); err != nil {
+				t.Fatalf("%s create through draining n0: %v", p.name, err)
+			}
+			ids = append(ids, id)
+			freeSettles(len(ids))
+		}
+		// MCP's create_session is placed too.
+		req, _ := http.NewRequest("POST", n0.url+"/mcp", strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_session","arguments":{"id":"r-mcp"}}}`))
+		req.Header.Set("Authorization", "Bearer "+k.Secret)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.Contains(string(b), `"isError":true`) {
+			t.Fatalf("MCP create_session through draining n0 = %d %s", resp.StatusCode, b)
+		}
+		ids = append(ids, "r-mcp")
+		for _, id := range ids {
+			r, err := reg.GetSession(bg, "rpct", id)
+			if err != nil || r.Node == "n0" {
+				t.Fatalf("record of %s = %+v, %v; want it placed off the draining n0", id, r, err)
+			}
+		}
+		if err := reg.Drain(bg, "n0", false); err != nil {
+			t.Fatal(err)
+		}
+		// Every node serves every session, unary and streaming, over
+		// every protocol, without the header.
+		for _, n := range nodes {
+			for _, p := range protocols {
+				execs := warrenv1connect.NewExecServiceClient(p.client, n.url, p.opts...)
+				for _, id := range ids {
+					res, err := execs.Exec(bg, connect.NewRequest(&warrenv1.ExecRequest{SessionId: id, Command: "hostname"}))
+					if err != nil || res.Msg.GetStdout() != id+"\n" {
+						t.Fatalf("%s Exec in %s through %s = %v, %v", p.name, id, n.name, res, err)
+					}
+				}
+				st, err := execs.ExecStream(bg, connect.NewRequest(&warrenv1.ExecStreamRequest{SessionId: ids[0], Command: "hostname"}))
+				if err != nil {
+					t.Fatalf("%s ExecStream through %s: %v", p.name, n.name, err)
+				}
+				var out strings.Builder
+				for st.Receive() {
+					out.WriteString(st.Msg().GetStdout().GetText())
+				}
+				if err := st.Err(); err != nil || out.String() != ids[0]+"\n" {
+					t.Fatalf("%s ExecStream in %s through %s = %q, %v", p.name, ids[0], n.name, out.String(), err)
+				}
+				st.Close()
+			}
+		}
+		rc := client.New(n0.url, client.WithToken(k.Secret))
+		for _, id := range ids {
+			if err := rc.DeleteSession(bg, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids = nil
+		settle(t, 0)
+	})
 	t.Run("PlacementSpreadsAndSkipsFullNodes", func(t *testing.T) {
 		// Every create goes through n0; placement spreads them, and a
 		// node at its capacity (3) is never picked: all five creates
@@ -1064,4 +1196,22 @@ func TestFleetNodeCutOff(t *testing.T) {
 		_, err := n0.c.GetSession(bg, id)
 		return status(err) == http.StatusNotFound
 	})
+}
+
+// streamAuthInterceptor sets Authorization on streaming calls (Connect's
+// UnaryInterceptorFunc covers unary ones only).
+type streamAuthInterceptor string
+
+func (a streamAuthInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+
+func (a streamAuthInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", string(a))
+		return conn
+	}
+}
+
+func (a streamAuthInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
