@@ -30,10 +30,9 @@ import (
 const ForwardHeader = "Warren-Forwarded"
 
 // SessionHeader names the session a gRPC or Connect call acts on. The id
-// is inside the call's message, which the edge does not decode; a client
-// of a fleet sets this header (gRPC metadata warren-session) so that any
-// node can route the call to the session's owner. A call without it is
-// served by the node that receives it.
+// is inside the call's message; with this header (gRPC metadata
+// warren-session) any node routes the call without reading it. A call
+// without it is routed by the id peeked from its first message (peekRPC).
 const SessionHeader = "Warren-Session"
 
 // forwardTTL bounds a forwarded request's signature: the hop takes
@@ -181,8 +180,10 @@ var errMisdirected = errors.New("misdirected")
 
 // Forward routes requests for sessions this node does not own to their
 // owner, below every transport that names the session in its path (REST,
-// SSE, the WebSocket PTY, the port proxy), in SessionHeader (gRPC and
-// Connect) or in an MCP tool call's session_id argument. It authenticates the caller
+// SSE, the WebSocket PTY, the port proxy, the E2B facade), in a header
+// (SessionHeader for gRPC and Connect, E2BSandboxHeader), in its host (preview
+// and envd hosts) or in its message (gRPC and Connect, MCP tool calls), and
+// places creates. It authenticates the caller
 // itself only to learn the tenant; a request for a session of this node,
 // or one the fleet does not know, goes to next untouched (and is admitted
 // there as always). A forwarded request that reaches a node which no
