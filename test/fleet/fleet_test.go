@@ -244,6 +244,177 @@ func testFleet(t *testing.T, endpoints []string) {
 			return err == nil && len(ns) == 3 && free == 3*capacity-used
 		})
 	}
+	t.Run("KeysAndTenantsAreFleetWide", func(t *testing.T) {
+		// Each node made its own admin key at its first start and brought
+		// it into the fleet: n0's works on n2.
+		if _, err := client.New(n2.url, client.WithToken(n0.key)).ListKeys(bg, ""); err != nil {
+			t.Fatalf("n0's admin key on n2: %v", err)
+		}
+		// A key made through n0 works on n1 and n2 at once (their caches
+		// have not seen it: they read the registry).
+		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "acme", Name: "fleet"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acme := map[string]*client.Client{}
+		for _, n := range nodes {
+			acme[n.name] = client.New(n.url, client.WithToken(k.Secret))
+			if _, err := acme[n.name].ListSessions(bg); err != nil {
+				t.Fatalf("the key made on n0 through %s: %v", n.name, err)
+			}
+		}
+		// A quota set through n1 binds creates through every node: acme
+		// may hold one session, fleet-wide.
+		if _, err := n1.c.PutTenant(bg, "acme", &api.Tenant{Quota: api.TenantQuota{MaxSessions: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 3*time.Second, "n2 sees acme's settings", func() bool {
+			tn, err := n2.c.GetTenant(bg, "acme")
+			return err == nil && tn.Quota.MaxSessions == 1
+		})
+		if _, err := acme["n2"].CreateSession(bg, &api.CreateSessionRequest{ID: "a1", Limits: &api.Limits{MemoryMB: 256}}); err != nil {
+			t.Fatalf("acme's first session: %v", err)
+		}
+		t.Cleanup(func() { _ = acme["n1"].DeleteSession(bg, "a1") })
+		for _, n := range nodes {
+			if _, err := acme[n.name].CreateSession(bg, &api.CreateSessionRequest{ID: "a2"}); status(err) != http.StatusTooManyRequests {
+				t.Fatalf("acme's second session through %s = %v, want 429 (max_sessions 1 set on n1)", n.name, err)
+			}
+		}
+		// Memory limits too are summed across the fleet, in the same
+		// transaction as the session's record.
+		if _, err := n1.c.PutTenant(bg, "acme", &api.Tenant{Quota: api.TenantQuota{MaxMemoryMB: 400}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 3*time.Second, "n0 sees acme's memory quota", func() bool {
+			tn, err := n0.c.GetTenant(bg, "acme")
+			return err == nil && tn.Quota.MaxMemoryMB == 400
+		})
+		for _, n := range nodes {
+			_, err := acme[n.name].CreateSession(bg, &api.CreateSessionRequest{ID: "a2", Limits: &api.Limits{MemoryMB: 256}})
+			if status(err) != http.StatusTooManyRequests || !strings.Contains(err.Error(), "max_memory_mb") {
+				t.Fatalf("acme's 256 MiB more through %s = %v, want 429 max_memory_mb (256 of 400 MiB held on one node)", n.name, err)
+			}
+		}
+		if err := acme["n0"].DeleteSession(bg, "a1"); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := reg.UsageOf(bg, "acme"); err != nil || u != (registry.Usage{}) {
+			t.Fatalf("acme's usage after its delete = %+v, %v; want none", u, err)
+		}
+		// Every node authenticated the key once and keeps it in its key
+		// cache; a revocation through n2 reaches them through the watch.
+		start := time.Now()
+		if err := n2.c.RevokeKey(bg, k.ID); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			eventually(t, 2*time.Second, "the revoked key refused by "+n.name, func() bool {
+				_, err := acme[n.name].ListSessions(bg)
+				return status(err) == http.StatusUnauthorized
+			})
+		}
+		settle(t, 0)
+		t.Logf("a revocation through n2 took effect on every node within %v", time.Since(start).Round(time.Millisecond))
+		if _, err := n0.c.PutTenant(bg, "acme", &api.Tenant{}); err != nil {
+			t.Fatal(err)
+		}
+		// Each node keeps its own audit log; its records name it.
+		for _, n := range nodes {
+			b, err := os.ReadFile(filepath.Join(n.dataDir, "audit.log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), `"node":"`+n.name+`"`) {
+				t.Errorf("%s's audit log has no record naming it:\n%.400s", n.name, b)
+			}
+		}
+	})
+	t.Run("E2BFacadeIsForwarded", func(t *testing.T) {
+		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "e2bt"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		do := func(n *node, method, path string, hdr map[string]string, body string, out any) (int, string) {
+			t.Helper()
+			req, _ := http.NewRequest(method, n.url+path, strings.NewReader(body))
+			for k, v := range hdr {
+				if k == "Host" {
+					req.Host = v
+				} else {
+					req.Header.Set(k, v)
+				}
+			}
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if out != nil {
+				_ = json.Unmarshal(b, out)
+			}
+			return resp.StatusCode, string(b)
+		}
+		bearer := map[string]string{"Authorization": "Bearer " + k.Secret}
+		// A create through n1 is placed like a REST one.
+		var sb struct{ SandboxID, EnvdAccessToken string }
+		if st, b := do(n1, "POST", "/e2b/sandboxes", bearer, `{"templateID":"base","timeout":120}`, &sb); st != 201 {
+			t.Fatalf("E2B create through n1: %d %s", st, b)
+		}
+		r, err := reg.GetSession(bg, "e2bt", sb.SandboxID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("sandbox %s placed on %s", sb.SandboxID, r.Node)
+		t.Cleanup(func() { _, _ = do(n0, "DELETE", "/e2b/sandboxes/"+sb.SandboxID, bearer, "", nil) })
+		var first string
+		for _, n := range nodes {
+			// The control plane, the id in the path.
+			var info struct{ SandboxID, State string }
+			if st, b := do(n, "GET", "/e2b/sandboxes/"+sb.SandboxID, bearer, "", &info); st != 200 || info.SandboxID != sb.SandboxID {
+				t.Fatalf("E2B get of %s (on %s) through %s: %d %s", sb.SandboxID, r.Node, n.name, st, b)
+			}
+			// envd with the sandbox's access token only (no tenant for
+			// the edge): by E2b-Sandbox-Id, and by the envd host.
+			for _, hdr := range []map[string]string{
+				{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": sb.EnvdAccessToken},
+				{"Host": "49983-" + sb.SandboxID + ".preview.test", "X-Access-Token": sb.EnvdAccessToken},
+			} {
+				path := "/e2b/files?path=/etc/hostname"
+				if hdr["Host"] != "" {
+					path = "/files?path=/etc/hostname"
+				}
+				st, b := do(n, "GET", path, hdr, "", nil)
+				if st != 200 || b == "" {
+					t.Fatalf("envd read through %s with %v: %d %s", n.name, hdr, st, b)
+				}
+				if first == "" {
+					first = b
+				} else if b != first {
+					t.Fatalf("envd read through %s = %q, want %q", n.name, b, first)
+				}
+			}
+			// A wrong token is refused by the owner, wherever it came in.
+			if st, b := do(n, "GET", "/e2b/files?path=/etc/hostname", map[string]string{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": "nope"}, "", nil); st != 401 {
+				t.Fatalf("envd with a wrong token through %s: %d %s, want 401", n.name, st, b)
+			}
+		}
+		killer := nodes[0]
+		if killer.name == r.Node {
+			killer = nodes[1]
+		}
+		if st, b := do(killer, "DELETE", "/e2b/sandboxes/"+sb.SandboxID, bearer, "", nil); st != 204 {
+			t.Fatalf("E2B kill through %s: %d %s", killer.name, st, b)
+		}
+		if _, err := reg.GetSession(bg, "e2bt", sb.SandboxID); err == nil {
+			t.Fatalf("the record of %s outlived its kill", sb.SandboxID)
+		}
+		settle(t, 0)
+	})
 	t.Run("RPCWithoutHeaderAndCreates", func(t *testing.T) {
 		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "rpct"})
 		if err != nil {
@@ -597,173 +768,6 @@ func testFleet(t *testing.T, endpoints []string) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("a forged forwarded request got %d, want 401", resp.StatusCode)
-		}
-	})
-	t.Run("KeysAndTenantsAreFleetWide", func(t *testing.T) {
-		// Each node made its own admin key at its first start and brought
-		// it into the fleet: n0's works on n2.
-		if _, err := client.New(n2.url, client.WithToken(n0.key)).ListKeys(bg, ""); err != nil {
-			t.Fatalf("n0's admin key on n2: %v", err)
-		}
-		// A key made through n0 works on n1 and n2 at once (their caches
-		// have not seen it: they read the registry).
-		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "acme", Name: "fleet"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		acme := map[string]*client.Client{}
-		for _, n := range nodes {
-			acme[n.name] = client.New(n.url, client.WithToken(k.Secret))
-			if _, err := acme[n.name].ListSessions(bg); err != nil {
-				t.Fatalf("the key made on n0 through %s: %v", n.name, err)
-			}
-		}
-		// A quota set through n1 binds creates through every node: acme
-		// may hold one session, fleet-wide.
-		if _, err := n1.c.PutTenant(bg, "acme", &api.Tenant{Quota: api.TenantQuota{MaxSessions: 1}}); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 3*time.Second, "n2 sees acme's settings", func() bool {
-			tn, err := n2.c.GetTenant(bg, "acme")
-			return err == nil && tn.Quota.MaxSessions == 1
-		})
-		if _, err := acme["n2"].CreateSession(bg, &api.CreateSessionRequest{ID: "a1", Limits: &api.Limits{MemoryMB: 256}}); err != nil {
-			t.Fatalf("acme's first session: %v", err)
-		}
-		for _, n := range nodes {
-			if _, err := acme[n.name].CreateSession(bg, &api.CreateSessionRequest{ID: "a2"}); status(err) != http.StatusTooManyRequests {
-				t.Fatalf("acme's second session through %s = %v, want 429 (max_sessions 1 set on n1)", n.name, err)
-			}
-		}
-		// Memory limits too are summed across the fleet, in the same
-		// transaction as the session's record.
-		if _, err := n1.c.PutTenant(bg, "acme", &api.Tenant{Quota: api.TenantQuota{MaxMemoryMB: 400}}); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 3*time.Second, "n0 sees acme's memory quota", func() bool {
-			tn, err := n0.c.GetTenant(bg, "acme")
-			return err == nil && tn.Quota.MaxMemoryMB == 400
-		})
-		for _, n := range nodes {
-			_, err := acme[n.name].CreateSession(bg, &api.CreateSessionRequest{ID: "a2", Limits: &api.Limits{MemoryMB: 256}})
-			if status(err) != http.StatusTooManyRequests || !strings.Contains(err.Error(), "max_memory_mb") {
-				t.Fatalf("acme's 256 MiB more through %s = %v, want 429 max_memory_mb (256 of 400 MiB held on one node)", n.name, err)
-			}
-		}
-		if err := acme["n0"].DeleteSession(bg, "a1"); err != nil {
-			t.Fatal(err)
-		}
-		if u, err := reg.UsageOf(bg, "acme"); err != nil || u != (registry.Usage{}) {
-			t.Fatalf("acme's usage after its delete = %+v, %v; want none", u, err)
-		}
-		// Every node authenticated the key once and keeps it in its key
-		// cache; a revocation through n2 reaches them through the watch.
-		start := time.Now()
-		if err := n2.c.RevokeKey(bg, k.ID); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range nodes {
-			eventually(t, 2*time.Second, "the revoked key refused by "+n.name, func() bool {
-				_, err := acme[n.name].ListSessions(bg)
-				return status(err) == http.StatusUnauthorized
-			})
-		}
-		t.Logf("a revocation through n2 took effect on every node within %v", time.Since(start).Round(time.Millisecond))
-		if _, err := n0.c.PutTenant(bg, "acme", &api.Tenant{}); err != nil {
-			t.Fatal(err)
-		}
-		// Each node keeps its own audit log; its records name it.
-		for _, n := range nodes {
-			b, err := os.ReadFile(filepath.Join(n.dataDir, "audit.log"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(string(b), `"node":"`+n.name+`"`) {
-				t.Errorf("%s's audit log has no record naming it:\n%.400s", n.name, b)
-			}
-		}
-	})
-	t.Run("E2BFacadeIsForwarded", func(t *testing.T) {
-		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "e2bt"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		do := func(n *node, method, path string, hdr map[string]string, body string, out any) (int, string) {
-			t.Helper()
-			req, _ := http.NewRequest(method, n.url+path, strings.NewReader(body))
-			for k, v := range hdr {
-				if k == "Host" {
-					req.Host = v
-				} else {
-					req.Header.Set(k, v)
-				}
-			}
-			if body != "" {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			if out != nil {
-				_ = json.Unmarshal(b, out)
-			}
-			return resp.StatusCode, string(b)
-		}
-		bearer := map[string]string{"Authorization": "Bearer " + k.Secret}
-		// A create through n1 is placed like a REST one.
-		var sb struct{ SandboxID, EnvdAccessToken string }
-		if st, b := do(n1, "POST", "/e2b/sandboxes", bearer, `{"templateID":"base","timeout":120}`, &sb); st != 201 {
-			t.Fatalf("E2B create through n1: %d %s", st, b)
-		}
-		r, err := reg.GetSession(bg, "e2bt", sb.SandboxID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("sandbox %s placed on %s", sb.SandboxID, r.Node)
-		var first string
-		for _, n := range nodes {
-			// The control plane, the id in the path.
-			var info struct{ SandboxID, State string }
-			if st, b := do(n, "GET", "/e2b/sandboxes/"+sb.SandboxID, bearer, "", &info); st != 200 || info.SandboxID != sb.SandboxID {
-				t.Fatalf("E2B get of %s (on %s) through %s: %d %s", sb.SandboxID, r.Node, n.name, st, b)
-			}
-			// envd with the sandbox's access token only (no tenant for
-			// the edge): by E2b-Sandbox-Id, and by the envd host.
-			for _, hdr := range []map[string]string{
-				{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": sb.EnvdAccessToken},
-				{"Host": "49983-" + sb.SandboxID + ".preview.test", "X-Access-Token": sb.EnvdAccessToken},
-			} {
-				path := "/e2b/files?path=/etc/hostname"
-				if hdr["Host"] != "" {
-					path = "/files?path=/etc/hostname"
-				}
-				st, b := do(n, "GET", path, hdr, "", nil)
-				if st != 200 || b == "" {
-					t.Fatalf("envd read through %s with %v: %d %s", n.name, hdr, st, b)
-				}
-				if first == "" {
-					first = b
-				} else if b != first {
-					t.Fatalf("envd read through %s = %q, want %q", n.name, b, first)
-				}
-			}
-			// A wrong token is refused by the owner, wherever it came in.
-			if st, b := do(n, "GET", "/e2b/files?path=/etc/hostname", map[string]string{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": "nope"}, "", nil); st != 401 {
-				t.Fatalf("envd with a wrong token through %s: %d %s, want 401", n.name, st, b)
-			}
-		}
-		killer := nodes[0]
-		if killer.name == r.Node {
-			killer = nodes[1]
-		}
-		if st, b := do(killer, "DELETE", "/e2b/sandboxes/"+sb.SandboxID, bearer, "", nil); st != 204 {
-			t.Fatalf("E2B kill through %s: %d %s", killer.name, st, b)
-		}
-		if _, err := reg.GetSession(bg, "e2bt", sb.SandboxID); err == nil {
-			t.Fatalf("the record of %s outlived its kill", sb.SandboxID)
 		}
 	})
 	t.Run("RestartWithinGrace", func(t *testing.T) {
