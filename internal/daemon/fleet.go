@@ -59,7 +59,7 @@ func (d *Daemon) fleetAuth(authn *auth.Authenticator) {
 		}
 	}, d.tenants.forget)
 	go func() {
-		if err := f.auth.Import(f.node.Context()); err != nil && f.node.Context().Err() == nil {
+		if err := f.auth.Import(f.node.Context(), filepath.Join(d.cfg.DataDir, "fleet-imported")); err != nil && f.node.Context().Err() == nil {
 			d.log.Error("copying this node's API keys and tenants into the fleet's registry failed", "error", err)
 		}
 	}()

@@ -2,9 +2,13 @@ package fleet
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -299,9 +303,15 @@ func (s *AuthStore) DeleteTenant(ctx context.Context, name string) error {
 // what the fleet has under the same id or name: a node that joins brings
 // its admin key (made at its first start) and its settings. It runs until
 // it succeeded or ctx ends, retrying while the registry cannot answer.
-func (s *AuthStore) Import(ctx context.Context) error {
+//
+// It runs once per fleet: marker (a file in the node's data directory)
+// then holds a digest of the fleet's secret, and later starts in the same
+// fleet skip the copy, so that a tenant deleted in the fleet does not come
+// back from a node's old local record. A node that joins another fleet
+// (another secret) copies again.
+func (s *AuthStore) Import(ctx context.Context, marker string) error {
 	for {
-		err := s.importOnce(ctx, s.local)
+		err := s.importMarked(ctx, marker)
 		if err == nil {
 			s.imported.Store(true)
 			return nil
@@ -315,6 +325,22 @@ func (s *AuthStore) Import(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+func (s *AuthStore) importMarked(ctx context.Context, marker string) error {
+	secret, err := s.n.reg.Secret(ctx)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(append([]byte("warren fleet import\x00"), secret...))
+	want := hex.EncodeToString(sum[:])
+	if b, err := os.ReadFile(marker); err == nil && strings.TrimSpace(string(b)) == want {
+		return nil
+	}
+	if err := s.importOnce(ctx, s.local); err != nil {
+		return err
+	}
+	return os.WriteFile(marker, []byte(want+"\n"), 0o600)
 }
 
 func (s *AuthStore) importOnce(ctx context.Context, local LocalAuth) error {
