@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -81,9 +82,13 @@ type Forwarding struct {
 	PreviewDomain string
 	// Node is this node's name (in the signed caller, for the logs).
 	Node string
-	// Transport carries forwarded requests (if nil: HTTP/1.1, and h2c for
-	// requests that came in over HTTP/2, such as gRPC).
+	// Transport carries forwarded requests (if nil: HTTP/1.1, and for
+	// requests that came in over HTTP/2, such as gRPC, h2c to an http://
+	// node and HTTP/2 over TLS to an https:// one).
 	Transport http.RoundTripper
+	// TLS is the client configuration for nodes advertised at https://
+	// (nil: the host's roots); unused with Transport.
+	TLS *tls.Config
 }
 
 // forwarded is the signed content of ForwardHeader.
@@ -192,13 +197,15 @@ var errMisdirected = errors.New("misdirected")
 func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 	tr := f.Transport
 	if tr == nil {
-		tr = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+		tr = &http.Transport{Proxy: nil, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	}
 	// gRPC needs HTTP/2 to the owner too: in cleartext, as the daemon
-	// serves it (h2c).
-	var h2 http.Protocols
+	// serves it (h2c), or over TLS to a node behind a TLS proxy.
+	var h2, h2s http.Protocols
 	h2.SetUnencryptedHTTP2(true)
+	h2s.SetHTTP2(true)
 	h2c := &http.Transport{Proxy: nil, Protocols: &h2, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	h2tls := &http.Transport{Proxy: nil, Protocols: &h2s, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := SessionOfPath(r.URL.Path)
 		if h := r.Header.Get(SessionHeader); id == "" && h != "" && strings.HasPrefix(r.URL.Path, "/warren.v1.") {
@@ -412,6 +419,9 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			rt := tr
 			if r.ProtoMajor == 2 && f.Transport == nil {
 				rt = h2c
+				if target.Scheme == "https" {
+					rt = h2tls
+				}
 			}
 			rp := &httputil.ReverseProxy{
 				Transport:     rt,
