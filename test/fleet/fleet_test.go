@@ -319,7 +319,8 @@ func testFleet(t *testing.T, endpoints []string) {
 		if _, err := n0.c.PutTenant(bg, "acme", &api.Tenant{}); err != nil {
 			t.Fatal(err)
 		}
-		// Each node keeps its own audit log; its records name it.
+		// Each node keeps its own audit log; its records name it, on
+		// disk and in GET /v1/audit.
 		for _, n := range nodes {
 			b, err := os.ReadFile(filepath.Join(n.dataDir, "audit.log"))
 			if err != nil {
@@ -327,6 +328,15 @@ func testFleet(t *testing.T, endpoints []string) {
 			}
 			if !strings.Contains(string(b), `"node":"`+n.name+`"`) {
 				t.Errorf("%s's audit log has no record naming it:\n%.400s", n.name, b)
+			}
+			recs, err := n.c.QueryAudit(bg, client.AuditQuery{})
+			if err != nil || len(recs) == 0 {
+				t.Fatalf("%s's audit = %v, %v", n.name, recs, err)
+			}
+			for _, r := range recs {
+				if r.Node != n.name {
+					t.Fatalf("%s's audit record %+v names node %q", n.name, r, r.Node)
+				}
 			}
 		}
 	})
