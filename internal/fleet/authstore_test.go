@@ -100,3 +100,49 @@ func TestAuthStore(t *testing.T) {
 		t.Fatalf("put of an invalid tenant = %v, want invalid_argument", err)
 	}
 }
+
+// TestLookupID: a session known only by its id (an E2B access token names
+// no tenant) is found through the id index: a record of the asking node
+// first, another node's otherwise; a delete takes it out of the index.
+func TestLookupID(t *testing.T) {
+	f := newFleet(t, 0)
+	a, b, c := f.start("a", nil, nil), f.start("b", nil, nil), f.start("c", nil, nil)
+	defer a.stop()
+	defer b.stop()
+	defer c.stop()
+	if err := a.create("t1", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.create("t2", "x"); err != nil {
+		t.Fatal(err)
+	}
+	registrytest.Eventually(t, 3*time.Second, "every cache has both records", func() bool {
+		for _, n := range []*node{a, b, c} {
+			_, ok1 := n.fn.Cache().Lookup("t1", "x")
+			_, ok2 := n.fn.Cache().Lookup("t2", "x")
+			if !ok1 || !ok2 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range []*node{a, b} {
+		if r, ok := n.fn.Cache().LookupID("x", n.name); !ok || r.Session.Node != n.name {
+			t.Fatalf("LookupID(x) on %s = %+v, %v; want its own record", n.name, r, ok)
+		}
+	}
+	if r, ok := c.fn.Cache().LookupID("x", "c"); !ok || !r.Alive || (r.Session.Node != "a" && r.Session.Node != "b") {
+		t.Fatalf("LookupID(x) on c = %+v, %v", r, ok)
+	}
+	if _, ok := c.fn.Cache().LookupID("y", "c"); ok {
+		t.Fatal("LookupID of an unknown id found one")
+	}
+	if err := a.m.Delete(bg, "t1", "x"); err != nil {
+		t.Fatal(err)
+	}
+	registrytest.Eventually(t, 3*time.Second, "c routes x to b alone", func() bool {
+		r, ok := c.fn.Cache().LookupID("x", "c")
+		_, gone := c.fn.Cache().Lookup("t1", "x")
+		return ok && r.Session.Node == "b" && !gone
+	})
+}

@@ -25,7 +25,9 @@ type Cache struct {
 	nodes    map[string]registry.Node        // guarded by mu
 	draining map[string]bool                 // guarded by mu
 	sessions map[sessionKey]registry.Session // guarded by mu
-	objects  map[objectKey]registry.Object   // guarded by mu
+	// byID indexes sessions by id: the tenants holding each id (LookupID).
+	byID    map[string]map[string]bool    // guarded by mu
+	objects map[objectKey]registry.Object // guarded by mu
 	// onObject, if set, hears of every object that changed (kind and
 	// name), after the cache holds the change: the key and tenant caches
 	// of the daemon drop their entries.
@@ -36,7 +38,7 @@ type Cache struct {
 
 func newCache(reg registry.Registry, log *slog.Logger) *Cache {
 	return &Cache{reg: reg, log: log, nodes: map[string]registry.Node{}, draining: map[string]bool{},
-		sessions: map[sessionKey]registry.Session{}, objects: map[objectKey]registry.Object{}, synced: make(chan struct{})}
+		sessions: map[sessionKey]registry.Session{}, byID: map[string]map[string]bool{}, objects: map[objectKey]registry.Object{}, synced: make(chan struct{})}
 }
 
 // Synced is closed once the cache holds a first snapshot.
@@ -98,8 +100,9 @@ func (c *Cache) load(s registry.Snapshot) {
 		c.draining[d] = true
 	}
 	c.sessions = map[sessionKey]registry.Session{}
+	c.byID = map[string]map[string]bool{}
 	for _, r := range s.Sessions {
-		c.sessions[sessionKey{r.Tenant, r.ID}] = r
+		c.putSessionLocked(r)
 	}
 	c.mu.Unlock()
 	c.once.Do(func() { close(c.synced) })
@@ -112,6 +115,19 @@ func (c *Cache) notify(kind, name string) {
 	if f := c.onObject.Load(); f != nil {
 		(*f)(kind, name)
 	}
+}
+
+// putSessionLocked records a session and indexes its id.
+//
+// Preconditions: c.mu is held for writing.
+func (c *Cache) putSessionLocked(r registry.Session) {
+	c.sessions[sessionKey{r.Tenant, r.ID}] = r
+	ts := c.byID[r.ID]
+	if ts == nil {
+		ts = map[string]bool{}
+		c.byID[r.ID] = ts
+	}
+	ts[r.Tenant] = true
 }
 
 // OnObject sets the function told of every changed object.
@@ -134,8 +150,14 @@ func (c *Cache) apply(e registry.Event) {
 		c.draining[e.Drain] = !e.Deleted
 	case e.Session != nil && e.Deleted:
 		delete(c.sessions, sessionKey{e.Session.Tenant, e.Session.ID})
+		if ts := c.byID[e.Session.ID]; ts != nil {
+			delete(ts, e.Session.Tenant)
+			if len(ts) == 0 {
+				delete(c.byID, e.Session.ID)
+			}
+		}
 	case e.Session != nil:
-		c.sessions[sessionKey{e.Session.Tenant, e.Session.ID}] = *e.Session
+		c.putSessionLocked(*e.Session)
 	}
 }
 
@@ -234,10 +256,8 @@ func (c *Cache) LookupID(id, here string) (Route, bool) {
 	defer c.mu.RUnlock()
 	var best Route
 	found := false
-	for k, s := range c.sessions {
-		if k.id != id {
-			continue
-		}
+	for tenant := range c.byID[id] {
+		s := c.sessions[sessionKey{tenant, id}]
 		n, alive := c.nodes[s.Node]
 		r := Route{Session: s, Node: n, Alive: alive}
 		switch {
