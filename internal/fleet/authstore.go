@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/fleet/registry"
@@ -44,11 +46,22 @@ type AuthStore struct {
 	// once.
 	local    LocalAuth
 	imported atomic.Bool
+	// misses bounds the registry reads for what the synced cache does not
+	// hold: a key made on another node a moment ago is worth one, but
+	// requests with made-up key ids must not become a load on etcd.
+	misses *rate.Limiter
 }
+
+// missRate is how many reads per second (in bursts of as many) a node
+// makes for keys and tenants its synced cache does not hold; past it, a
+// miss is "not found" until the watch brings the record.
+const missRate = 50
 
 // AuthStore returns the node's fleet-wide key and tenant store over its
 // own local one (see Import).
-func (n *Node) AuthStore(local LocalAuth) *AuthStore { return &AuthStore{n: n, local: local} }
+func (n *Node) AuthStore(local LocalAuth) *AuthStore {
+	return &AuthStore{n: n, local: local, misses: rate.NewLimiter(missRate, missRate)}
+}
 
 // OnAuthChange sets what hears of a key (by id) or tenant (by name) that
 // changed anywhere in the fleet: the daemon drops them from its caches.
@@ -95,6 +108,13 @@ func decodeKey(o registry.Object) (*auth.Key, []byte, error) {
 func (s *AuthStore) object(ctx context.Context, kind, name string) (registry.Object, error) {
 	if o, ok := s.n.cache.Object(kind, name); ok {
 		return o, nil
+	}
+	select {
+	case <-s.n.cache.Synced():
+		if !s.misses.Allow() {
+			return registry.Object{}, errdefs.New(errdefs.ErrNotFound, "%s %q not found", kind, name)
+		}
+	default:
 	}
 	o, err := s.n.reg.GetObject(ctx, kind, name)
 	if err != nil {
