@@ -562,6 +562,9 @@ type AuditRecord struct {
 	Status     int       `json:"status"`
 	Outcome    string    `json:"outcome"`
 	DurationMs float64   `json:"duration_ms"`
+	// Node is the fleet node that served the call (docs/FLEET.md); absent
+	// on a single node.
+	Node string `json:"node,omitempty"`
 }
 
 // AuditList is the body of GET /v1/audit.

@@ -34,6 +34,9 @@ type Record struct {
 	// transport.
 	Outcome    string  `json:"outcome"`
 	DurationMs float64 `json:"duration_ms"`
+	// Node is the fleet node that wrote the record (docs/FLEET.md); empty
+	// on a single node. Each node keeps its own log.
+	Node string `json:"node,omitempty"`
 }
 
 // DefaultMaxBytes is when the log rotates: the current file becomes
@@ -44,11 +47,17 @@ const DefaultMaxBytes = 64 << 20
 type Log struct {
 	path     string
 	maxBytes int64
+	// node is stamped on every record (SetNode); set before the first.
+	node string
 
 	mu   sync.Mutex // guards f and size
 	f    *os.File
 	size int64
 }
+
+// SetNode names the fleet node every record of the log comes from; call it
+// before the log is in use.
+func (l *Log) SetNode(name string) { l.node = name }
 
 // Open opens (creating, mode 0600) the log at path.
 func Open(path string) (*Log, error) {
@@ -76,6 +85,9 @@ func (l *Log) openLocked() error {
 // Record appends r. A failure to write is returned for the caller to log;
 // the audited call itself is not undone.
 func (l *Log) Record(r Record) error {
+	if r.Node == "" {
+		r.Node = l.node
+	}
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}

@@ -65,3 +65,8 @@ func (c *keyCache) forget(id string) {
 	c.gen++
 	c.mu.Unlock()
 }
+
+// Forget drops a key's cached record: the key changed in a store shared
+// with other processes (a fleet's registry), not through this
+// Authenticator.
+func (a *Authenticator) Forget(id string) { a.cache.forget(id) }

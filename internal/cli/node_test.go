@@ -34,10 +34,10 @@ func TestNodeCommands(t *testing.T) {
 	}
 	defer m.Close()
 	registrytest.Eventually(t, 5*time.Second, "registered", m.Registered)
-	if err := reg.CreateSession(ctx, registry.Session{Tenant: "t", ID: "s1", Node: "n1"}, 0); err != nil {
+	if err := reg.CreateSession(ctx, registry.Session{Tenant: "t", ID: "s1", Node: "n1"}, registry.Quota{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.CreateSession(ctx, registry.Session{Tenant: "t", ID: "s2", Node: "gone"}, 0); err != nil {
+	if err := reg.CreateSession(ctx, registry.Session{Tenant: "t", ID: "s2", Node: "gone"}, registry.Quota{}); err != nil {
 		t.Fatal(err)
 	}
 	cli := func(args ...string) (string, string, int) {

@@ -217,7 +217,7 @@ func (d *Daemon) startRuntime() error {
 // layers, metrics and readiness check, and recovers the sessions of a
 // previous run.
 func (d *Daemon) startManager(ctx context.Context) error {
-	d.tenants = newTenantLimits(d.store, d.cfg.Auth.TenantDefaults, d.cfg.Auth.TenantPublicPorts)
+	d.tenants = newTenantLimits(d.authStore(), d.cfg.Auth.TenantDefaults, d.cfg.Auth.TenantPublicPorts)
 	layers, err := d.openLayers()
 	if err != nil {
 		return err
@@ -259,7 +259,7 @@ func (d *Daemon) openEdge(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if authn, err = auth.New(auth.Config{Keys: d.store, JWT: jwt}); err != nil {
+		if authn, err = auth.New(auth.Config{Keys: d.authStore(), JWT: jwt}); err != nil {
 			return err
 		}
 		if d.adminKey, err = bootstrapAdminKey(ctx, d.store, d.cfg.DataDir); err != nil {
@@ -269,10 +269,12 @@ func (d *Daemon) openEdge(ctx context.Context) error {
 			d.log.Info("created the first admin key", "file", filepath.Join(d.cfg.DataDir, AdminKeyFile), "tenant", BootstrapTenant)
 		}
 	}
+	d.fleetAuth(authn)
 	var err error
 	if d.audit, err = audit.Open(filepath.Join(d.cfg.DataDir, "audit.log")); err != nil {
 		return err
 	}
+	d.audit.SetNode(d.fleetNodeName())
 	d.edge = edge.New(edge.Config{
 		Auth:      authn,
 		Audit:     d.audit,

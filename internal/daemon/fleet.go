@@ -11,7 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/e2b"
 	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/fleet"
 	"github.com/warrenhq/warren/internal/fleet/etcdmember"
@@ -29,6 +31,38 @@ type fleetNode struct {
 	// manager is set once the manager exists; the node's capacity
 	// refresh reads it from its own goroutine.
 	manager atomic.Pointer[session.Manager]
+	// auth keeps API keys and tenants' settings in the registry.
+	auth *fleet.AuthStore
+}
+
+// authStore is where keys and tenants' settings live: the local store, or
+// the fleet's (docs/FLEET.md, "Tenants, keys, quotas").
+func (d *Daemon) authStore() fleet.LocalAuth {
+	if d.fleet == nil {
+		return d.store
+	}
+	return d.fleet.auth
+}
+
+// fleetAuth hooks the daemon's key and tenant caches to the fleet's
+// changes (a key revoked or a quota changed on another node drops them
+// here), and copies the node's own keys and tenants into the registry in
+// the background (fleet.AuthStore.Import).
+func (d *Daemon) fleetAuth(authn *auth.Authenticator) {
+	if d.fleet == nil {
+		return
+	}
+	f := d.fleet
+	f.node.OnAuthChange(func(id string) {
+		if authn != nil {
+			authn.Forget(id)
+		}
+	}, d.tenants.forget)
+	go func() {
+		if err := f.auth.Import(f.node.Context(), filepath.Join(d.cfg.DataDir, "fleet-imported")); err != nil && f.node.Context().Err() == nil {
+			d.log.Error("copying this node's API keys and tenants into the fleet's registry failed", "error", err)
+		}
+	}()
 }
 
 // startFleet makes the daemon a node of its fleet, when one is
@@ -82,13 +116,14 @@ func (d *Daemon) startFleet(ctx context.Context) error {
 			}
 			return 0
 		},
-		MaxSessions: func(ctx context.Context, tenant string) (int, error) {
+		Quota: func(ctx context.Context, tenant string) (registry.Quota, error) {
 			l, err := d.tenants.Limits(ctx, tenant)
-			return l.MaxSessions, err
+			return registry.Quota{MaxSessions: l.MaxSessions, MaxMemoryMB: l.MaxMemoryMB, MaxMilliCPUs: fleet.MilliCPUs(l.MaxCPUs)}, err
 		}})
 	if err != nil {
 		return err
 	}
+	f.auth = f.node.AuthStore(d.store)
 	d.log.Info("this daemon is a fleet node", "node", name, "advertise", addr, "etcd", endpoints, "embedded_member", fc.Embedded)
 	return nil
 }
@@ -130,6 +165,15 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 	}
 	n := d.fleet.node
 	return d.edge.Forward(&edge.Forwarding{Node: n.Name(), Secret: n.Secret, PreviewDomain: d.cfg.PreviewDomain,
+		Credentials: e2b.WarrenCredentials,
+		LocateID: func(id string) edge.Owner {
+			r, ok := n.Cache().LookupID(id, n.Name())
+			if !ok {
+				return edge.Owner{}
+			}
+			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
+				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
+		},
 		Place: func() edge.Owner {
 			p, ok := n.Place()
 			if !ok {
@@ -152,6 +196,14 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
 				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
 		}}, next)
+}
+
+// fleetNodeName is the node's name in its fleet, "" without one.
+func (d *Daemon) fleetNodeName() string {
+	if d.fleet == nil {
+		return ""
+	}
+	return d.fleet.node.Name()
 }
 
 // closeFleet leaves the fleet after the sessions were kept or deleted:

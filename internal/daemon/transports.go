@@ -31,7 +31,7 @@ func (d *Daemon) mountTransports() error {
 		Version:       Version,
 		CgroupMode:    fmt.Sprintf("v%d", d.cgroups.Version()),
 		Edge:          d.edge,
-		Tenants:       d.store,
+		Tenants:       d.authStore(),
 		TenantChanged: d.tenants.forget,
 		Metrics:       d.metrics.Handler(),
 		Ready:         d.ready.check,
@@ -57,7 +57,7 @@ func (d *Daemon) mountTransports() error {
 	// of its own.
 	var keys auth.KeyStore
 	if d.edge.Authenticator() != nil {
-		keys = d.store
+		keys = d.authStore()
 	}
 	e2bAPI, err := e2b.New(e2b.Config{Manager: d.manager, Edge: d.edge, Images: d.images, Keys: keys,
 		SecretFile: filepath.Join(d.cfg.DataDir, "e2b-secret"), PreviewDomain: d.cfg.PreviewDomain, Log: d.log})
@@ -70,9 +70,8 @@ func (d *Daemon) mountTransports() error {
 	// Then browsers of cors_origins, on every transport; request bodies
 	// that stall are cut (edge.IdleBodies).
 	// In a fleet, a request for a session another node owns goes there
-	// (fleet.go) before anything else looks at it. E2B's facade is not
-	// forwarded yet (docs/FLEET.md): its sandboxes are served by the node
-	// that owns them.
+	// (fleet.go) before anything else looks at it, the E2B facade's
+	// included (docs/FLEET.md).
 	d.handler = d.edge.Observe(d.forward(e2bAPI.Hosts(d.api.Preview(edge.CORS(d.origins, edge.IdleBodies(edge.DefaultBodyIdleTimeout, grpcapi.Unrouted(mux)))))))
 	return nil
 }

@@ -248,6 +248,11 @@ func (s *Server) admit(pattern, op string, f func(w http.ResponseWriter, r *http
 
 // withWarrenKey returns r with an E2B key in X-API-KEY replaced by the
 // warren key it spells, for the edge to authenticate.
+// WarrenCredentials is r with an E2B key in X-API-Key turned into the
+// warren key it stands for: a fleet node's router authenticates the
+// caller with it to learn the tenant (docs/FLEET.md).
+func WarrenCredentials(r *http.Request) (*http.Request, error) { return withWarrenKey(r) }
+
 func withWarrenKey(r *http.Request) (*http.Request, error) {
 	k := strings.TrimSpace(r.Header.Get("X-API-Key"))
 	if !strings.HasPrefix(k, e2bKeyPrefix) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -23,17 +24,16 @@ import (
 // ForwardHeader marks a request one fleet node forwarded to the session's
 // owner. It carries the caller the forwarding node admitted, signed with
 // the fleet's secret, bound to the request's method and path and valid for
-// forwardTTL: the owner takes the caller from it (API keys are per node
-// for now) and never forwards such a request again (one hop at most). A
+// forwardTTL: the owner takes the caller from it (it need not look the
+// key up again) and never forwards such a request again (one hop at most). A
 // client cannot forge one without the secret; a forged or stale one is
 // refused as unauthenticated.
 const ForwardHeader = "Warren-Forwarded"
 
 // SessionHeader names the session a gRPC or Connect call acts on. The id
-// is inside the call's message, which the edge does not decode; a client
-// of a fleet sets this header (gRPC metadata warren-session) so that any
-// node can route the call to the session's owner. A call without it is
-// served by the node that receives it.
+// is inside the call's message; with this header (gRPC metadata
+// warren-session) any node routes the call without reading it. A call
+// without it is routed by the id peeked from its first message (peekRPC).
 const SessionHeader = "Warren-Session"
 
 // forwardTTL bounds a forwarded request's signature: the hop takes
@@ -60,6 +60,14 @@ type Owner struct {
 type Forwarding struct {
 	// Locate returns the owner of (tenant, id).
 	Locate func(tenant, id string) Owner
+	// LocateID returns the owner of a session known only by its id: an
+	// E2B sandbox's envd reached with the sandbox's access token or a
+	// signed URL, which name no tenant (nil: such requests stay here).
+	LocateID func(id string) Owner
+	// Credentials, if set, returns r with its credentials in the form
+	// the authenticator takes (the E2B facade's e2b_ keys become warren
+	// keys), for Forward to learn the caller's tenant.
+	Credentials func(r *http.Request) (*http.Request, error)
 	// Secret returns the fleet's secret, nil while it is not known yet.
 	Secret func() []byte
 	// Place picks the node a new session goes to (Here when this one, or
@@ -74,9 +82,13 @@ type Forwarding struct {
 	PreviewDomain string
 	// Node is this node's name (in the signed caller, for the logs).
 	Node string
-	// Transport carries forwarded requests (if nil: HTTP/1.1, and h2c for
-	// requests that came in over HTTP/2, such as gRPC).
+	// Transport carries forwarded requests (if nil: HTTP/1.1, and for
+	// requests that came in over HTTP/2, such as gRPC, h2c to an http://
+	// node and HTTP/2 over TLS to an https:// one).
 	Transport http.RoundTripper
+	// TLS is the client configuration for nodes advertised at https://
+	// (nil: the host's roots); unused with Transport.
+	TLS *tls.Config
 }
 
 // forwarded is the signed content of ForwardHeader.
@@ -91,6 +103,11 @@ type forwarded struct {
 	Request string `json:"r"`
 	From    string `json:"f"`
 	Expires int64  `json:"x"`
+	// Anon: the sender did not authenticate the request (E2B envd traffic
+	// with a sandbox's access token, which only the owner can check); it
+	// names no caller, marks the hop only, and the owner authenticates
+	// the request itself.
+	Anon bool `json:"n,omitempty"`
 }
 
 type forwardedKey struct{}
@@ -102,8 +119,12 @@ func forwardedIdentity(ctx context.Context) *auth.Identity {
 	return id
 }
 
-// sign returns the header value for the caller who, for r.
+// sign returns the header value for the caller who, for r; a nil who is
+// an anonymous hop (forwarded.Anon).
 func sign(secret []byte, who *auth.Identity, r *http.Request, from string) string {
+	if who == nil {
+		return encode(secret, forwarded{Anon: true, Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix()})
+	}
 	return encode(secret, forwarded{Tenant: who.Tenant, KeyID: who.KeyID, Subject: who.Subject, Admin: who.Admin, Method: who.Method,
 		Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix()})
 }
@@ -115,7 +136,8 @@ func encode(secret []byte, f forwarded) string {
 	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// verify checks a ForwardHeader value against r and returns its caller.
+// verify checks a ForwardHeader value against r and returns its caller,
+// nil for an anonymous hop.
 func verify(secret []byte, v string, r *http.Request) (*auth.Identity, string, error) {
 	bad := errdefs.New(errdefs.ErrUnauthenticated, "the %s header does not carry a valid signature of a fleet node", ForwardHeader)
 	p, s, ok := strings.Cut(v, ".")
@@ -133,8 +155,11 @@ func verify(secret []byte, v string, r *http.Request) (*auth.Identity, string, e
 		return nil, "", bad
 	}
 	var f forwarded
-	if json.Unmarshal(b, &f) != nil || f.Request != r.Method+" "+r.URL.EscapedPath() || time.Now().Unix() > f.Expires || f.Tenant == "" {
+	if json.Unmarshal(b, &f) != nil || f.Request != r.Method+" "+r.URL.EscapedPath() || time.Now().Unix() > f.Expires || (f.Tenant == "") != f.Anon {
 		return nil, "", bad
+	}
+	if f.Anon {
+		return nil, f.From, nil
 	}
 	return &auth.Identity{Tenant: f.Tenant, KeyID: f.KeyID, Subject: f.Subject, Admin: f.Admin, Method: f.Method}, f.From, nil
 }
@@ -160,8 +185,10 @@ var errMisdirected = errors.New("misdirected")
 
 // Forward routes requests for sessions this node does not own to their
 // owner, below every transport that names the session in its path (REST,
-// SSE, the WebSocket PTY, the port proxy), in SessionHeader (gRPC and
-// Connect) or in an MCP tool call's session_id argument. It authenticates the caller
+// SSE, the WebSocket PTY, the port proxy, the E2B facade), in a header
+// (SessionHeader for gRPC and Connect, E2BSandboxHeader), in its host (preview
+// and envd hosts) or in its message (gRPC and Connect, MCP tool calls), and
+// places creates. It authenticates the caller
 // itself only to learn the tenant; a request for a session of this node,
 // or one the fleet does not know, goes to next untouched (and is admitted
 // there as always). A forwarded request that reaches a node which no
@@ -170,24 +197,41 @@ var errMisdirected = errors.New("misdirected")
 func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 	tr := f.Transport
 	if tr == nil {
-		tr = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+		tr = &http.Transport{Proxy: nil, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	}
 	// gRPC needs HTTP/2 to the owner too: in cleartext, as the daemon
-	// serves it (h2c).
-	var h2 http.Protocols
+	// serves it (h2c), or over TLS to a node behind a TLS proxy.
+	var h2, h2s http.Protocols
 	h2.SetUnencryptedHTTP2(true)
+	h2s.SetHTTP2(true)
 	h2c := &http.Transport{Proxy: nil, Protocols: &h2, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	h2tls := &http.Transport{Proxy: nil, Protocols: &h2s, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := SessionOfPath(r.URL.Path)
 		if h := r.Header.Get(SessionHeader); id == "" && h != "" && strings.HasPrefix(r.URL.Path, "/warren.v1.") {
 			id = h
 		}
-		if id == "" && f.PreviewDomain != "" {
-			id = sessionOfPreviewHost(r.Host, f.PreviewDomain)
+		// envd: E2B's in-sandbox API, whose requests may carry only the
+		// sandbox's access token (or a signed URL), which name no tenant.
+		envd := false
+		if id == "" && (strings.HasPrefix(r.URL.Path, "/e2b/") || r.URL.Path == "/files") {
+			if h := r.Header.Get(E2BSandboxHeader); h != "" {
+				id, envd = h, true
+			} else {
+				id = SandboxOfE2BPath(r.URL.Path)
+			}
 		}
-		create := r.Method == http.MethodPost && r.URL.Path == "/v1/sessions" && f.Place != nil
+		if id == "" && f.PreviewDomain != "" {
+			var port string
+			port, id = sessionOfPreviewHost(r.Host, f.PreviewDomain)
+			envd = id != "" && port == e2bEnvdPort
+		}
+		create := r.Method == http.MethodPost && (r.URL.Path == "/v1/sessions" || r.URL.Path == "/e2b/sandboxes" || r.URL.Path == rpcCreate) && f.Place != nil
 		mcp := r.Method == http.MethodPost && r.URL.Path == "/mcp"
-		if id == "" && !create && !mcp {
+		// A gRPC or Connect call without SessionHeader names its session
+		// in its message: peeked below (peekRPC).
+		rpc := id == "" && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/warren.v1.") && r.URL.Path != rpcRun && r.URL.Path != rpcCreate
+		if id == "" && !create && !mcp && !rpc {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -204,11 +248,25 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				e.WriteError(w, r, err)
 				return
 			}
+			if who == nil {
+				// An anonymous hop: the request authenticates here as if
+				// it came straight (the sandbox's access token).
+				if o := f.locateID(id); id != "" && o.Known && !o.Here {
+					WriteJSON(w, http.StatusMisdirectedRequest, errorBody("unavailable", "sandbox "+id+" is not on this node (fleet node "+f.Node+"); its route was stale"))
+					return
+				}
+				e.log.Debug("serving a forwarded request", "from", from, "session_id", id, "anonymous", true)
+				next.ServeHTTP(w, r)
+				return
+			}
 			if mcp {
-				if id, err = peekMCP(r); err != nil {
+				if id, _, err = peekMCP(r); err != nil {
 					e.WriteError(w, r, err)
 					return
 				}
+			}
+			if rpc {
+				id = peekRPC(r)
 			}
 			if o := f.Locate(who.Tenant, id); id != "" && o.Known && !o.Here {
 				// One hop at most: the sender's route was stale.
@@ -221,15 +279,27 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 		}
 		who := noAuthIdentity
 		if e.auth != nil {
-			var err error
-			if who, err = e.auth.Authenticate(r.Context(), r); err != nil {
-				next.ServeHTTP(w, r) // the transport refuses it as always
-				return
+			ar, err := r, error(nil)
+			if f.Credentials != nil {
+				ar, err = f.Credentials(r)
+			}
+			if err == nil {
+				who, err = e.auth.Authenticate(r.Context(), ar)
+			}
+			if err != nil {
+				if envd {
+					// No credential this node can check: the owner
+					// checks the sandbox's access token.
+					who = nil
+				} else {
+					next.ServeHTTP(w, r) // the transport refuses it as always
+					return
+				}
 			}
 		}
 		var body []byte
 		retry := r.ContentLength >= 0 && r.ContentLength <= maxRetryBody && r.Header.Get("Upgrade") == ""
-		if create && !retry {
+		if create && !retry && r.URL.Path != rpcCreate {
 			next.ServeHTTP(w, r) // an odd create (no length, huge): here
 			return
 		}
@@ -258,33 +328,44 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				return
 			}
 			var err error
-			if id, err = peekMCP(r); err != nil || id == "" {
+			var mcpCreate bool
+			if id, mcpCreate, err = peekMCP(r); err != nil || (id == "" && !mcpCreate) {
 				next.ServeHTTP(w, r)
 				return
 			}
 			body, _ = io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			o = f.Locate(who.Tenant, id)
-		} else if create {
-			if !readBody() {
+			if mcpCreate {
+				// create_session: placed like a REST create.
+				o = f.placeCreate(who.Tenant, id)
+			} else {
+				o = f.Locate(who.Tenant, id)
+			}
+		} else if rpc {
+			if id = peekRPC(r); id == "" {
+				next.ServeHTTP(w, r)
 				return
 			}
+			o = f.Locate(who.Tenant, id)
+		} else if create {
 			// A create of an id the fleet knows goes to its owner (which
 			// answers 200 with it, or 409); any other to the node
 			// placement picks, which admits it or refuses.
-			var req struct {
-				ID string `json:"id"`
+			if r.URL.Path == rpcCreate {
+				id = peekRPC(r)
+			} else {
+				if !readBody() {
+					return
+				}
+				var req struct {
+					ID string `json:"id"`
+				}
+				_ = json.Unmarshal(body, &req) // no id: a create that placement names; bad JSON is the target's to refuse
+				id = req.ID
 			}
-			_ = json.Unmarshal(body, &req) // no id: a create that placement names; bad JSON is the target's to refuse
-			if id = req.ID; id != "" {
-				o = f.Locate(who.Tenant, id)
-			}
-			if o.Lost {
-				o = Owner{} // here: the registry answers 409, saying so
-			}
-			if !o.Known {
-				o = f.Place()
-			}
+			o = f.placeCreate(who.Tenant, id)
+		} else if who == nil {
+			o = f.locateID(id)
 		} else {
 			o = f.Locate(who.Tenant, id)
 		}
@@ -317,9 +398,13 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is on fleet node %s, and this node cannot forward yet (no fleet secret)", id, o.Node))
 			return
 		}
-		if err := e.limits.allow(who); err != nil {
-			e.WriteError(w, r, err)
-			return
+		// An anonymous request is admitted by the owner, as the key that
+		// created the sandbox.
+		if who != nil {
+			if err := e.limits.allow(who); err != nil {
+				e.WriteError(w, r, err)
+				return
+			}
 		}
 		if !readBody() {
 			return
@@ -334,6 +419,9 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			rt := tr
 			if r.ProtoMajor == 2 && f.Transport == nil {
 				rt = h2c
+				if target.Scheme == "https" {
+					rt = h2tls
+				}
 			}
 			rp := &httputil.ReverseProxy{
 				Transport:     rt,
@@ -341,8 +429,10 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				Rewrite: func(pr *httputil.ProxyRequest) {
 					pr.SetURL(target)
 					pr.Out.Host = pr.In.Host
-					pr.Out.Header.Del("Authorization")
-					pr.Out.Header.Del("X-API-Key")
+					if who != nil {
+						pr.Out.Header.Del("Authorization")
+						pr.Out.Header.Del("X-API-Key")
+					}
 					pr.Out.Header.Set(ForwardHeader, sign(secret, who, pr.Out, f.Node))
 					if body != nil {
 						pr.Out.Body = io.NopCloser(bytes.NewReader(body))
@@ -374,7 +464,12 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			}
 			// Give the watch a moment to bring the new route.
 			time.Sleep(200 * time.Millisecond)
-			if o = f.Locate(who.Tenant, id); o.Known && o.Here {
+			if who == nil {
+				o = f.locateID(id)
+			} else {
+				o = f.Locate(who.Tenant, id)
+			}
+			if o.Known && o.Here {
 				// The session came here meanwhile.
 				if body != nil {
 					r.Body = io.NopCloser(bytes.NewReader(body))
@@ -390,46 +485,99 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 	})
 }
 
-// sessionOfPreviewHost returns the session a preview host
+// E2BSandboxHeader names the sandbox an E2B envd request is for, when the
+// SDK reaches envd through the API's address rather than the sandbox's
+// host.
+const E2BSandboxHeader = "E2b-Sandbox-Id"
+
+// e2bEnvdPort is envd's port in E2B's sandbox hosts (49983-<id>.domain).
+const e2bEnvdPort = "49983"
+
+// SandboxOfE2BPath returns the sandbox an E2B control-plane path names
+// (/e2b/sandboxes/{id}... and /e2b/v2/sandboxes/{id}...), "" otherwise.
+func SandboxOfE2BPath(path string) string {
+	rest, ok := strings.CutPrefix(path, "/e2b/sandboxes/")
+	if !ok {
+		if rest, ok = strings.CutPrefix(path, "/e2b/v2/sandboxes/"); !ok {
+			return ""
+		}
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
+
+// placeCreate is where a create of id (maybe "") goes: the owner of an id
+// the fleet knows (which answers with the existing session, or 409), this
+// node for a lost one (the registry answers 409, saying so), else the node
+// placement picks.
+func (f *Forwarding) placeCreate(tenant, id string) Owner {
+	var o Owner
+	if id != "" {
+		o = f.Locate(tenant, id)
+	}
+	if o.Lost {
+		return Owner{}
+	}
+	if !o.Known && f.Place != nil {
+		o = f.Place()
+	}
+	return o
+}
+
+// locateID is LocateID, or unknown without one.
+func (f *Forwarding) locateID(id string) Owner {
+	if f.LocateID == nil || id == "" {
+		return Owner{}
+	}
+	return f.LocateID(id)
+}
+
+// sessionOfPreviewHost returns the port and session a preview host
 // ({port}-{session}.domain, docs/PORTS.md) names, "" for another host.
-func sessionOfPreviewHost(host, domain string) string {
+func sessionOfPreviewHost(host, domain string) (port, id string) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(domain))
 	if !ok || strings.Contains(label, ".") {
-		return ""
+		return "", ""
 	}
 	p, id, ok := strings.Cut(label, "-")
 	if !ok || p == "" || strings.Trim(p, "0123456789") != "" {
-		return ""
+		return "", ""
 	}
-	return id
+	return p, id
 }
 
 // peekMCP returns the session_id argument of an MCP tools/call in r's
-// body ("" for any other message), leaving the body to be read again.
-func peekMCP(r *http.Request) (string, error) {
+// body ("" for any other message), or the id argument (maybe "") of a
+// create_session call with create set, leaving the body to be read again.
+func peekMCP(r *http.Request) (id string, create bool, err error) {
 	if r.ContentLength > maxRetryBody {
-		return "", nil
+		return "", false, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxRetryBody+1))
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	if err != nil {
-		return "", errdefs.New(errdefs.ErrInvalidArgument, "read the request body: %v", err)
+		return "", false, errdefs.New(errdefs.ErrInvalidArgument, "read the request body: %v", err)
 	}
 	var msg struct {
 		Method string `json:"method"`
 		Params struct {
+			Name      string `json:"name"`
 			Arguments struct {
 				SessionID string `json:"session_id"`
+				ID        string `json:"id"`
 			} `json:"arguments"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(b, &msg) != nil || msg.Method != "tools/call" {
-		return "", nil
+		return "", false, nil
 	}
-	return msg.Params.Arguments.SessionID, nil
+	if msg.Params.Name == "create_session" {
+		return msg.Params.Arguments.ID, true, nil
+	}
+	return msg.Params.Arguments.SessionID, false, nil
 }
 
 func errorBody(code, msg string) any {

@@ -1,6 +1,9 @@
 package edge
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -142,6 +145,36 @@ func TestForwardedHeaderCannotBeForged(t *testing.T) {
 	if _, _, err := verify(tn.secret, encode(tn.secret, f), req); err == nil {
 		t.Fatal("an expired signature verified")
 	}
+	// An anonymous hop names no caller; one that also names a tenant, or
+	// a signed caller without one, is refused.
+	if who, from, err := verify(tn.secret, sign(tn.secret, nil, req, "a"), req); err != nil || who != nil || from != "a" {
+		t.Fatalf("anonymous hop = %v, %q, %v; want no caller from a", who, from, err)
+	}
+	exp := time.Now().Add(time.Minute).Unix()
+	for _, f := range []forwarded{
+		{Anon: true, Tenant: "t1", Request: "GET /v1/sessions/s", Expires: exp},
+		{Request: "GET /v1/sessions/s", Expires: exp},
+	} {
+		if who, _, err := verify(tn.secret, encode(tn.secret, f), req); err == nil {
+			t.Fatalf("%+v verified as %v", f, who)
+		}
+	}
+}
+
+func TestSandboxOfE2BPath(t *testing.T) {
+	for path, want := range map[string]string{
+		"/e2b/sandboxes/abc":            "abc",
+		"/e2b/sandboxes/abc/connect":    "abc",
+		"/e2b/v2/sandboxes/abc/logs":    "abc",
+		"/e2b/sandboxes":                "",
+		"/e2b/v2/sandboxes":             "",
+		"/v1/sessions/abc":              "",
+		"/e2b/templates/aliases/sandbo": "",
+	} {
+		if got := SandboxOfE2BPath(path); got != want {
+			t.Errorf("SandboxOfE2BPath(%q) = %q, want %q", path, got, want)
+		}
+	}
 }
 
 func TestSessionOfPreviewHost(t *testing.T) {
@@ -155,8 +188,54 @@ func TestSessionOfPreviewHost(t *testing.T) {
 		{"a.8080-s2.preview.test", ""},
 		{"preview.test", ""},
 	} {
-		if got := sessionOfPreviewHost(tc.host, "preview.test"); got != tc.want {
+		if _, got := sessionOfPreviewHost(tc.host, "preview.test"); got != tc.want {
 			t.Errorf("sessionOfPreviewHost(%q) = %q, want %q", tc.host, got, tc.want)
 		}
+	}
+}
+
+// TestForwardOverTLS: a node advertised at https:// gets forwarded
+// requests over TLS, HTTP/1.1 ones and HTTP/2 ones (gRPC) alike.
+func TestForwardOverTLS(t *testing.T) {
+	secret := []byte(strings.Repeat("k", 32))
+	eb := New(Config{Log: slog.New(slog.DiscardHandler)})
+	b := httptest.NewUnstartedServer(eb.Forward(&Forwarding{Node: "b", Secret: func() []byte { return secret },
+		Locate: func(tenant, id string) Owner { return Owner{Known: true, Here: true, Node: "b", Alive: true} }},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, err := eb.Admit(r)
+			if err != nil {
+				eb.WriteError(w, r, err)
+				return
+			}
+			fmt.Fprintf(w, "b %s tls=%v proto=%d", TenantOf(ctx), r.TLS != nil, r.ProtoMajor)
+		})))
+	b.EnableHTTP2 = true
+	b.StartTLS()
+	t.Cleanup(b.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(b.Certificate())
+	ea := New(Config{Log: slog.New(slog.DiscardHandler)})
+	a := httptest.NewUnstartedServer(ea.Forward(&Forwarding{Node: "a", Secret: func() []byte { return secret }, TLS: &tls.Config{RootCAs: roots},
+		Locate: func(tenant, id string) Owner { return Owner{Known: true, Node: "b", Addr: b.URL, Alive: true} }},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("a")) })))
+	a.Config.Protocols = new(http.Protocols)
+	a.Config.Protocols.SetHTTP1(true)
+	a.Config.Protocols.SetUnencryptedHTTP2(true)
+	a.Start()
+	t.Cleanup(a.Close)
+	if code, body := do(t, "GET", a.URL+"/v1/sessions/s", "", nil); code != 200 || body != "b default tls=true proto=1" {
+		t.Fatalf("HTTP/1.1 forwarded over TLS = %d %q", code, body)
+	}
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	c := &http.Client{Transport: &http.Transport{Protocols: &h2}}
+	resp, err := c.Get(a.URL + "/v1/sessions/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "b default tls=true proto=2" {
+		t.Fatalf("HTTP/2 forwarded over TLS = %d %q", resp.StatusCode, body)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -46,9 +47,10 @@ type Config struct {
 	Version string
 	// Count returns how many sessions the node holds now.
 	Count func() int
-	// MaxSessions returns a tenant's fleet-wide session quota (0: none).
-	MaxSessions func(ctx context.Context, tenant string) (int, error)
-	Log         *slog.Logger
+	// Quota returns a tenant's fleet-wide quota (sessions, memory, CPUs;
+	// zero fields: none).
+	Quota func(ctx context.Context, tenant string) (registry.Quota, error)
+	Log   *slog.Logger
 }
 
 // Node is this daemon's membership in the fleet.
@@ -180,6 +182,13 @@ func (n *Node) Place() (registry.Node, bool) {
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
 
+// MilliCPUs is cpus in thousandths, as the registry counts them (sums of
+// floats would drift).
+func MilliCPUs(cpus float64) int64 { return int64(math.Round(cpus * 1000)) }
+
+// Context ends when the node leaves the fleet.
+func (n *Node) Context() context.Context { return n.ctx }
+
 // Registered reports whether the node's entry is in the registry now.
 func (n *Node) Registered() bool { return n.member.Registered() }
 
@@ -254,14 +263,15 @@ func (s *store) CreateSession(ctx context.Context, rec *session.Session) error {
 	if n.cache.Draining(n.cfg.Name) {
 		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node is draining; it takes no new sessions")
 	}
-	max := 0
-	if n.cfg.MaxSessions != nil {
+	var q registry.Quota
+	if n.cfg.Quota != nil {
 		var err error
-		if max, err = n.cfg.MaxSessions(ctx, rec.Tenant); err != nil {
+		if q, err = n.cfg.Quota(ctx, rec.Tenant); err != nil {
 			return err
 		}
 	}
-	if err := n.reg.CreateSession(ctx, registry.Session{Tenant: rec.Tenant, ID: rec.ID, Node: n.cfg.Name, Created: rec.CreatedAt}, max); err != nil {
+	if err := n.reg.CreateSession(ctx, registry.Session{Tenant: rec.Tenant, ID: rec.ID, Node: n.cfg.Name, Created: rec.CreatedAt,
+		MemoryMB: rec.Limits.MemoryMB, MilliCPUs: MilliCPUs(rec.Limits.CPUs)}, q); err != nil {
 		return err
 	}
 	if err := s.Store.CreateSession(ctx, rec); err != nil {

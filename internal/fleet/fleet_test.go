@@ -101,8 +101,10 @@ func (f *fleetT) start(name string, local *sessiontest.Store, rt *sessiontest.Ru
 	var err error
 	n.fn, err = fleet.Join(bg, fleet.Config{Registry: n.reg, Name: name, Addr: "http://" + name, Capacity: 10,
 		TTL: time.Second, Grace: time.Second, Count: func() int { return count(n.local) },
-		MaxSessions: func(context.Context, string) (int, error) { return f.quota, nil },
-		Log:         slog.New(slog.DiscardHandler)})
+		Quota: func(context.Context, string) (registry.Quota, error) {
+			return registry.Quota{MaxSessions: f.quota}, nil
+		},
+		Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

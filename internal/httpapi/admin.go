@@ -340,7 +340,7 @@ func (s *Server) queryAudit(w http.ResponseWriter, r *http.Request) {
 		rc := &recs[i]
 		out.Records = append(out.Records, api.AuditRecord{
 			Time: rc.Time, Tenant: rc.Tenant, KeyID: rc.KeyID, Subject: rc.Subject, Session: rc.Session,
-			Op: rc.Op, Target: rc.Target, Status: edge.AuditStatus(rc), Outcome: rc.Outcome, DurationMs: rc.DurationMs,
+			Op: rc.Op, Target: rc.Target, Status: edge.AuditStatus(rc), Outcome: rc.Outcome, DurationMs: rc.DurationMs, Node: rc.Node,
 		})
 	}
 	writeJSON(w, http.StatusOK, out)

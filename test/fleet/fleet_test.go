@@ -244,6 +244,319 @@ func testFleet(t *testing.T, endpoints []string) {
 			return err == nil && len(ns) == 3 && free == 3*capacity-used
 		})
 	}
+	t.Run("KeysAndTenantsAreFleetWide", func(t *testing.T) {
+		// Each node made its own admin key at its first start and brought
+		// it into the fleet: n0's works on n2.
+		if _, err := client.New(n2.url, client.WithToken(n0.key)).ListKeys(bg, ""); err != nil {
+			t.Fatalf("n0's admin key on n2: %v", err)
+		}
+		// A key made through n0 works on n1 and n2 at once (their caches
+		// have not seen it: they read the registry).
+		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "acme", Name: "fleet"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acme := map[string]*client.Client{}
+		for _, n := range nodes {
+			acme[n.name] = client.New(n.url, client.WithToken(k.Secret))
+			if _, err := acme[n.name].ListSessions(bg); err != nil {
+				t.Fatalf("the key made on n0 through %s: %v", n.name, err)
+			}
+		}
+		// A quota set through n1 binds creates through every node: acme
+		// may hold one session, fleet-wide.
+		if _, err := n1.c.PutTenant(bg, "acme", &api.Tenant{Quota: api.TenantQuota{MaxSessions: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 3*time.Second, "n2 sees acme's settings", func() bool {
+			tn, err := n2.c.GetTenant(bg, "acme")
+			return err == nil && tn.Quota.MaxSessions == 1
+		})
+		if _, err := acme["n2"].CreateSession(bg, &api.CreateSessionRequest{ID: "a1", Limits: &api.Limits{MemoryMB: 256}}); err != nil {
+			t.Fatalf("acme's first session: %v", err)
+		}
+		t.Cleanup(func() { _ = acme["n1"].DeleteSession(bg, "a1") })
+		for _, n := range nodes {
+			if _, err := acme[n.name].CreateSession(bg, &api.CreateSessionRequest{ID: "a2"}); status(err) != http.StatusTooManyRequests {
+				t.Fatalf("acme's second session through %s = %v, want 429 (max_sessions 1 set on n1)", n.name, err)
+			}
+		}
+		// Memory limits too are summed across the fleet, in the same
+		// transaction as the session's record.
+		if _, err := n1.c.PutTenant(bg, "acme", &api.Tenant{Quota: api.TenantQuota{MaxMemoryMB: 400}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 3*time.Second, "n0 sees acme's memory quota", func() bool {
+			tn, err := n0.c.GetTenant(bg, "acme")
+			return err == nil && tn.Quota.MaxMemoryMB == 400
+		})
+		for _, n := range nodes {
+			_, err := acme[n.name].CreateSession(bg, &api.CreateSessionRequest{ID: "a2", Limits: &api.Limits{MemoryMB: 256}})
+			if status(err) != http.StatusTooManyRequests || !strings.Contains(err.Error(), "max_memory_mb") {
+				t.Fatalf("acme's 256 MiB more through %s = %v, want 429 max_memory_mb (256 of 400 MiB held on one node)", n.name, err)
+			}
+		}
+		if err := acme["n0"].DeleteSession(bg, "a1"); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := reg.UsageOf(bg, "acme"); err != nil || u != (registry.Usage{}) {
+			t.Fatalf("acme's usage after its delete = %+v, %v; want none", u, err)
+		}
+		// Every node authenticated the key once and keeps it in its key
+		// cache; a revocation through n2 reaches them through the watch.
+		start := time.Now()
+		if err := n2.c.RevokeKey(bg, k.ID); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			eventually(t, 2*time.Second, "the revoked key refused by "+n.name, func() bool {
+				_, err := acme[n.name].ListSessions(bg)
+				return status(err) == http.StatusUnauthorized
+			})
+		}
+		settle(t, 0)
+		t.Logf("a revocation through n2 took effect on every node within %v", time.Since(start).Round(time.Millisecond))
+		if _, err := n0.c.PutTenant(bg, "acme", &api.Tenant{}); err != nil {
+			t.Fatal(err)
+		}
+		// Each node keeps its own audit log; its records name it, on
+		// disk and in GET /v1/audit.
+		for _, n := range nodes {
+			b, err := os.ReadFile(filepath.Join(n.dataDir, "audit.log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), `"node":"`+n.name+`"`) {
+				t.Errorf("%s's audit log has no record naming it:\n%.400s", n.name, b)
+			}
+			recs, err := n.c.QueryAudit(bg, client.AuditQuery{})
+			if err != nil || len(recs) == 0 {
+				t.Fatalf("%s's audit = %v, %v", n.name, recs, err)
+			}
+			for _, r := range recs {
+				if r.Node != n.name {
+					t.Fatalf("%s's audit record %+v names node %q", n.name, r, r.Node)
+				}
+			}
+		}
+	})
+	t.Run("E2BFacadeIsForwarded", func(t *testing.T) {
+		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "e2bt"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		do := func(n *node, method, path string, hdr map[string]string, body string, out any) (int, string) {
+			t.Helper()
+			req, _ := http.NewRequest(method, n.url+path, strings.NewReader(body))
+			for k, v := range hdr {
+				if k == "Host" {
+					req.Host = v
+				} else {
+					req.Header.Set(k, v)
+				}
+			}
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if out != nil {
+				_ = json.Unmarshal(b, out)
+			}
+			return resp.StatusCode, string(b)
+		}
+		bearer := map[string]string{"Authorization": "Bearer " + k.Secret}
+		// A create through n1 is placed like a REST one.
+		var sb struct{ SandboxID, EnvdAccessToken string }
+		if st, b := do(n1, "POST", "/e2b/sandboxes", bearer, `{"templateID":"base","timeout":120}`, &sb); st != 201 {
+			t.Fatalf("E2B create through n1: %d %s", st, b)
+		}
+		r, err := reg.GetSession(bg, "e2bt", sb.SandboxID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("sandbox %s placed on %s", sb.SandboxID, r.Node)
+		t.Cleanup(func() { _, _ = do(n0, "DELETE", "/e2b/sandboxes/"+sb.SandboxID, bearer, "", nil) })
+		var first string
+		for _, n := range nodes {
+			// The control plane, the id in the path.
+			var info struct{ SandboxID, State string }
+			if st, b := do(n, "GET", "/e2b/sandboxes/"+sb.SandboxID, bearer, "", &info); st != 200 || info.SandboxID != sb.SandboxID {
+				t.Fatalf("E2B get of %s (on %s) through %s: %d %s", sb.SandboxID, r.Node, n.name, st, b)
+			}
+			// envd with the sandbox's access token only (no tenant for
+			// the edge): by E2b-Sandbox-Id, and by the envd host.
+			for _, hdr := range []map[string]string{
+				{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": sb.EnvdAccessToken},
+				{"Host": "49983-" + sb.SandboxID + ".preview.test", "X-Access-Token": sb.EnvdAccessToken},
+			} {
+				path := "/e2b/files?path=/etc/hostname"
+				if hdr["Host"] != "" {
+					path = "/files?path=/etc/hostname"
+				}
+				st, b := do(n, "GET", path, hdr, "", nil)
+				if st != 200 || b == "" {
+					t.Fatalf("envd read through %s with %v: %d %s", n.name, hdr, st, b)
+				}
+				if first == "" {
+					first = b
+				} else if b != first {
+					t.Fatalf("envd read through %s = %q, want %q", n.name, b, first)
+				}
+			}
+			// A wrong token is refused by the owner, wherever it came in.
+			if st, b := do(n, "GET", "/e2b/files?path=/etc/hostname", map[string]string{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": "nope"}, "", nil); st != 401 {
+				t.Fatalf("envd with a wrong token through %s: %d %s, want 401", n.name, st, b)
+			}
+		}
+		killer := nodes[0]
+		if killer.name == r.Node {
+			killer = nodes[1]
+		}
+		if st, b := do(killer, "DELETE", "/e2b/sandboxes/"+sb.SandboxID, bearer, "", nil); st != 204 {
+			t.Fatalf("E2B kill through %s: %d %s", killer.name, st, b)
+		}
+		if _, err := reg.GetSession(bg, "e2bt", sb.SandboxID); err == nil {
+			t.Fatalf("the record of %s outlived its kill", sb.SandboxID)
+		}
+		settle(t, 0)
+	})
+	t.Run("RPCWithoutHeaderAndCreates", func(t *testing.T) {
+		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "rpct"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h2 http.Protocols
+		h2.SetUnencryptedHTTP2(true)
+		h2c := &http.Client{Transport: &http.Transport{Protocols: &h2}}
+		auth := connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				req.Header().Set("Authorization", "Bearer "+k.Secret)
+				return next(ctx, req)
+			}
+		}))
+		streamAuth := connect.WithInterceptors(streamAuthInterceptor("Bearer " + k.Secret))
+		// No Warren-Session header anywhere: the id is read from the
+		// message. gRPC (protobuf, h2c), Connect JSON, Connect protobuf.
+		protocols := []struct {
+			name   string
+			client *http.Client
+			opts   []connect.ClientOption
+		}{
+			{"grpc", h2c, []connect.ClientOption{auth, streamAuth, connect.WithGRPC()}},
+			{"connect-json", http.DefaultClient, []connect.ClientOption{auth, streamAuth, connect.WithProtoJSON()}},
+			{"connect-proto", http.DefaultClient, []connect.ClientOption{auth, streamAuth}},
+		}
+		// n0 drains: a create that reaches it must be placed elsewhere
+		// (n0 itself refuses creates while draining).
+		if err := reg.Drain(bg, "n0", true); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = reg.Drain(bg, "n0", false) })
+		eventually(t, 3*time.Second, "n0 sees itself draining", func() bool {
+			req, _ := http.NewRequest("GET", n0.url+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer "+n0.key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return strings.Contains(string(b), `warren_fleet_nodes{state="draining"} 1`+"\n")
+		})
+		// freeSettles waits until the registry shows every node's free
+		// capacity after the creates so far, so that placement does not
+		// pick a node that just filled up (it would refuse, 429).
+		freeSettles := func(used int) {
+			eventually(t, 3*time.Second, "free capacity settles", func() bool {
+				ns, err := reg.Nodes(bg)
+				free := 0
+				for _, n := range ns {
+					free += n.Free
+				}
+				return err == nil && free == 3*capacity-used
+			})
+		}
+		ids := []string{}
+		t.Cleanup(func() {
+			rc := client.New(n1.url, client.WithToken(k.Secret))
+			for _, id := range ids {
+				_ = rc.DeleteSession(bg, id)
+			}
+		})
+		for _, p := range protocols[:2] {
+			id := "r-" + p.name
+			sess := warrenv1connect.NewSessionServiceClient(p.client, n0.url, p.opts...)
+			if _, err := sess.CreateSession(bg, connect.NewRequest(&warrenv1.CreateSessionRequest{Id: id})); err != nil {
+				t.Fatalf("%s create through draining n0: %v", p.name, err)
+			}
+			ids = append(ids, id)
+			freeSettles(len(ids))
+		}
+		// MCP's create_session is placed too.
+		req, _ := http.NewRequest("POST", n0.url+"/mcp", strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_session","arguments":{"id":"r-mcp"}}}`))
+		req.Header.Set("Authorization", "Bearer "+k.Secret)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.Contains(string(b), `"isError":true`) {
+			t.Fatalf("MCP create_session through draining n0 = %d %s", resp.StatusCode, b)
+		}
+		ids = append(ids, "r-mcp")
+		for _, id := range ids {
+			r, err := reg.GetSession(bg, "rpct", id)
+			if err != nil || r.Node == "n0" {
+				t.Fatalf("record of %s = %+v, %v; want it placed off the draining n0", id, r, err)
+			}
+		}
+		if err := reg.Drain(bg, "n0", false); err != nil {
+			t.Fatal(err)
+		}
+		// Every node serves every session, unary and streaming, over
+		// every protocol, without the header.
+		for _, n := range nodes {
+			for _, p := range protocols {
+				execs := warrenv1connect.NewExecServiceClient(p.client, n.url, p.opts...)
+				for _, id := range ids {
+					res, err := execs.Exec(bg, connect.NewRequest(&warrenv1.ExecRequest{SessionId: id, Command: "hostname"}))
+					if err != nil || res.Msg.GetStdout() != id+"\n" {
+						t.Fatalf("%s Exec in %s through %s = %v, %v", p.name, id, n.name, res, err)
+					}
+				}
+				st, err := execs.ExecStream(bg, connect.NewRequest(&warrenv1.ExecStreamRequest{SessionId: ids[0], Command: "hostname"}))
+				if err != nil {
+					t.Fatalf("%s ExecStream through %s: %v", p.name, n.name, err)
+				}
+				var out strings.Builder
+				for st.Receive() {
+					out.WriteString(st.Msg().GetStdout().GetText())
+				}
+				if err := st.Err(); err != nil || out.String() != ids[0]+"\n" {
+					t.Fatalf("%s ExecStream in %s through %s = %q, %v", p.name, ids[0], n.name, out.String(), err)
+				}
+				st.Close()
+			}
+		}
+		rc := client.New(n0.url, client.WithToken(k.Secret))
+		for _, id := range ids {
+			if err := rc.DeleteSession(bg, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids = nil
+		settle(t, 0)
+	})
 	t.Run("PlacementSpreadsAndSkipsFullNodes", func(t *testing.T) {
 		// Every create goes through n0; placement spreads them, and a
 		// node at its capacity (3) is never picked: all five creates
@@ -897,4 +1210,22 @@ func TestFleetNodeCutOff(t *testing.T) {
 		_, err := n0.c.GetSession(bg, id)
 		return status(err) == http.StatusNotFound
 	})
+}
+
+// streamAuthInterceptor sets Authorization on streaming calls (Connect's
+// UnaryInterceptorFunc covers unary ones only).
+type streamAuthInterceptor string
+
+func (a streamAuthInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+
+func (a streamAuthInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", string(a))
+		return conn
+	}
+}
+
+func (a streamAuthInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }

@@ -11,8 +11,11 @@
 //	                        restart finds its sessions' records)
 //	owner/NODE/TENANT/ID    empty; the index of NODE's sessions, written
 //	                        in the same transaction as the record
-//	usage/TENANT            the tenant's Live sessions, in decimal,
-//	                        changed in the same transaction as a record
+//	usage/TENANT            what the tenant's Live sessions hold (JSON:
+//	                        sessions, memory_mb, milli_cpus), changed in
+//	                        the same transaction as a record
+//	objects/KIND/NAME       an object (API keys, tenants' settings): the
+//	                        caller's bytes, no lease
 //	election/ROLE/...       concurrency.Election's keys
 //	secret                  the fleet's secret, base64; made once by
 //	                        compare-and-swap
@@ -157,6 +160,9 @@ func (r *Registry) Close() error { return r.cli.Close() }
 func (r *Registry) nodeKey(n string) string  { return r.p + "nodes/" + url.PathEscape(n) }
 func (r *Registry) drainKey(n string) string { return r.p + "drain/" + url.PathEscape(n) }
 func (r *Registry) usageKey(t string) string { return r.p + "usage/" + url.PathEscape(t) }
+func (r *Registry) objectKey(kind, name string) string {
+	return r.p + "objects/" + url.PathEscape(kind) + "/" + url.PathEscape(name)
+}
 func (r *Registry) sessionKey(t, id string) string {
 	return r.p + "sessions/" + url.PathEscape(t) + "/" + url.PathEscape(id)
 }
@@ -395,7 +401,7 @@ const maxRounds = 64
 
 // CreateSession records s and counts it, in one transaction guarded by the
 // record's absence and the usage key's revision.
-func (r *Registry) CreateSession(ctx context.Context, s registry.Session, maxSessions int) error {
+func (r *Registry) CreateSession(ctx context.Context, s registry.Session, q registry.Quota) error {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	s.State = registry.Live
@@ -419,8 +425,8 @@ func (r *Registry) CreateSession(ctx context.Context, s registry.Session, maxSes
 		if err != nil {
 			return err
 		}
-		if maxSessions > 0 && used >= maxSessions {
-			return errdefs.New(errdefs.ErrResourceExhausted, "tenant %s is over its sessions quota: it holds %d of %d sessions in the fleet", s.Tenant, used, maxSessions)
+		if err := overQuota(s, used, q); err != nil {
+			return err
 		}
 		tx, err := r.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.Version(sk), "=", 0),
@@ -428,7 +434,7 @@ func (r *Registry) CreateSession(ctx context.Context, s registry.Session, maxSes
 		).Then(
 			clientv3.OpPut(sk, string(b)),
 			clientv3.OpPut(r.ownerKey(s.Node, s.Tenant, s.ID), ""),
-			clientv3.OpPut(uk, strconv.Itoa(used+1)),
+			clientv3.OpPut(uk, used.add(s, 1)),
 		).Commit()
 		if err != nil {
 			return unavailable("create session", err)
@@ -454,17 +460,51 @@ func (r *Registry) existsErr(s registry.Session, raw []byte) error {
 // mvccKV is etcd's key-value type.
 type mvccKV = mvccpb.KeyValue
 
-// usageOf reads a usage key: its count and modification revision (0, 0
-// when absent, which a Compare of ModRevision matches).
-func usageOf(kvs []*mvccKV) (int, int64, error) {
+// usage is a tenant's usage/TENANT value: JSON registry.Usage (a plain
+// decimal, the session count alone, from before memory and CPUs were
+// counted, is read too).
+type usage registry.Usage
+
+// add returns the value after s came (sign 1) or went (-1), never below 0.
+func (u usage) add(s registry.Session, sign int) string {
+	u.Sessions = max(u.Sessions+sign, 0)
+	u.MemoryMB = max(u.MemoryMB+int64(sign)*s.MemoryMB, 0)
+	u.MilliCPUs = max(u.MilliCPUs+int64(sign)*s.MilliCPUs, 0)
+	b, _ := json.Marshal(registry.Usage(u))
+	return string(b)
+}
+
+// overQuota checks that s fits in its tenant's quota after used.
+func overQuota(s registry.Session, used usage, q registry.Quota) error {
+	over := func(what, format string, args ...any) error {
+		return errdefs.New(errdefs.ErrResourceExhausted, "tenant %s is over its %s quota: "+format, append([]any{s.Tenant, what}, args...)...)
+	}
+	switch {
+	case q.MaxSessions > 0 && used.Sessions >= q.MaxSessions:
+		return over("max_sessions", "it holds %d of %d sessions in the fleet", used.Sessions, q.MaxSessions)
+	case q.MaxMemoryMB > 0 && used.MemoryMB+s.MemoryMB > q.MaxMemoryMB:
+		return over("max_memory_mb", "its sessions in the fleet would hold %d MiB of memory limits, more than %d", used.MemoryMB+s.MemoryMB, q.MaxMemoryMB)
+	case q.MaxMilliCPUs > 0 && used.MilliCPUs+s.MilliCPUs > q.MaxMilliCPUs:
+		return over("max_cpus", "its sessions in the fleet would hold %g CPUs, more than %g",
+			float64(used.MilliCPUs+s.MilliCPUs)/1000, float64(q.MaxMilliCPUs)/1000)
+	}
+	return nil
+}
+
+// usageOf reads a usage key: the usage and its modification revision
+// (zero, 0 when absent, which a Compare of ModRevision matches).
+func usageOf(kvs []*mvccKV) (usage, int64, error) {
 	if len(kvs) == 0 {
-		return 0, 0, nil
+		return usage{}, 0, nil
 	}
-	n, err := strconv.Atoi(string(kvs[0].Value))
-	if err != nil {
-		return 0, 0, fmt.Errorf("fleet registry: usage record %s: %w", kvs[0].Key, err)
+	var u usage
+	v := kvs[0].Value
+	if n, err := strconv.Atoi(string(v)); err == nil {
+		u.Sessions = n
+	} else if err := json.Unmarshal(v, &u); err != nil {
+		return usage{}, 0, fmt.Errorf("fleet registry: usage record %s: %w", kvs[0].Key, err)
 	}
-	return n, kvs[0].ModRevision, nil
+	return u, kvs[0].ModRevision, nil
 }
 
 // GetSession returns a session's record.
@@ -512,7 +552,7 @@ func (r *Registry) DeleteSession(ctx context.Context, tenant, id, node string) e
 		}
 		ops := []clientv3.Op{clientv3.OpDelete(sk), clientv3.OpDelete(r.ownerKey(node, tenant, id))}
 		if s.State == registry.Live {
-			ops = append(ops, clientv3.OpPut(uk, strconv.Itoa(max(used-1, 0))))
+			ops = append(ops, clientv3.OpPut(uk, used.add(s, -1)))
 		}
 		tx, err := r.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(sk), "=", kvs[0].ModRevision),
@@ -640,7 +680,7 @@ func (r *Registry) markLost(ctx context.Context, s registry.Session, lease clien
 		).Then(
 			clientv3.OpPut(sk, string(b), clientv3.WithLease(lease)),
 			clientv3.OpPut(r.ownerKey(s.Node, s.Tenant, s.ID), "", clientv3.WithLease(lease)),
-			clientv3.OpPut(uk, strconv.Itoa(max(used-1, 0))),
+			clientv3.OpPut(uk, used.add(cur, -1)),
 		).Commit()
 		if err != nil {
 			return false, unavailable("mark sessions lost", err)
@@ -654,14 +694,20 @@ func (r *Registry) markLost(ctx context.Context, s registry.Session, lease clien
 
 // Usage returns the tenant's Live sessions.
 func (r *Registry) Usage(ctx context.Context, tenant string) (int, error) {
+	u, err := r.UsageOf(ctx, tenant)
+	return u.Sessions, err
+}
+
+// UsageOf returns what the tenant's Live sessions hold.
+func (r *Registry) UsageOf(ctx context.Context, tenant string) (registry.Usage, error) {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	resp, err := r.cli.Get(ctx, r.usageKey(tenant))
 	if err != nil {
-		return 0, unavailable("read usage", err)
+		return registry.Usage{}, unavailable("read usage", err)
 	}
-	n, _, err := usageOf(resp.Kvs)
-	return n, err
+	u, _, err := usageOf(resp.Kvs)
+	return registry.Usage(u), err
 }
 
 // Snapshot reads nodes, drain marks and sessions at one revision.
@@ -672,6 +718,7 @@ func (r *Registry) Snapshot(ctx context.Context) (registry.Snapshot, error) {
 		clientv3.OpGet(r.p+"nodes/", clientv3.WithPrefix()),
 		clientv3.OpGet(r.p+"drain/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		clientv3.OpGet(r.p+"sessions/", clientv3.WithPrefix()),
+		clientv3.OpGet(r.p+"objects/", clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return registry.Snapshot{}, unavailable("snapshot", err)
@@ -686,6 +733,11 @@ func (r *Registry) Snapshot(ctx context.Context) (registry.Snapshot, error) {
 			return registry.Snapshot{}, fmt.Errorf("fleet registry: session record %s: %w", kv.Key, err)
 		}
 		snap.Sessions = append(snap.Sessions, s)
+	}
+	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+		if o, ok := r.object(kv); ok {
+			snap.Objects = append(snap.Objects, o)
+		}
 	}
 	return snap, nil
 }
@@ -741,10 +793,87 @@ func (r *Registry) event(ev *clientv3.Event) (registry.Event, bool) {
 			return e, false
 		}
 		e.Session = &s
+	case "objects":
+		o, ok := r.object(ev.Kv)
+		if !ok {
+			return e, false
+		}
+		e.Object = &o
 	default:
 		return e, false
 	}
 	return e, true
+}
+
+// object decodes an objects/KIND/NAME key and its value.
+func (r *Registry) object(kv *mvccKV) (registry.Object, bool) {
+	rest, ok := strings.CutPrefix(string(kv.Key), r.p+"objects/")
+	if !ok {
+		return registry.Object{}, false
+	}
+	k, n, ok := strings.Cut(rest, "/")
+	if !ok {
+		return registry.Object{}, false
+	}
+	kind, err1 := url.PathUnescape(k)
+	name, err2 := url.PathUnescape(n)
+	if err1 != nil || err2 != nil {
+		return registry.Object{}, false
+	}
+	return registry.Object{Kind: kind, Name: name, Value: kv.Value, Rev: kv.ModRevision}, true
+}
+
+// PutObject writes an object, compared with rev (registry.Registry).
+func (r *Registry) PutObject(ctx context.Context, o registry.Object, rev int64) (int64, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	key := r.objectKey(o.Kind, o.Name)
+	tx := r.cli.Txn(ctx)
+	switch {
+	case rev == 0:
+		tx = tx.If(clientv3.Compare(clientv3.Version(key), "=", 0))
+	case rev > 0:
+		tx = tx.If(clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+	}
+	resp, err := tx.Then(clientv3.OpPut(key, string(o.Value))).Commit()
+	if err != nil {
+		return 0, unavailable("write "+o.Kind, err)
+	}
+	if !resp.Succeeded {
+		if rev == 0 {
+			return 0, errdefs.New(errdefs.ErrConflict, "%s %q exists in the fleet", o.Kind, o.Name)
+		}
+		return 0, errdefs.New(errdefs.ErrConflict, "%s %q changed meanwhile", o.Kind, o.Name)
+	}
+	return resp.Header.Revision, nil
+}
+
+// GetObject reads an object.
+func (r *Registry) GetObject(ctx context.Context, kind, name string) (registry.Object, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, r.objectKey(kind, name))
+	if err != nil {
+		return registry.Object{}, unavailable("read "+kind, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return registry.Object{}, errdefs.New(errdefs.ErrNotFound, "%s %q not found", kind, name)
+	}
+	o, ok := r.object(resp.Kvs[0])
+	if !ok {
+		return registry.Object{}, fmt.Errorf("fleet registry: bad object key %s", resp.Kvs[0].Key)
+	}
+	return o, nil
+}
+
+// DeleteObject removes an object.
+func (r *Registry) DeleteObject(ctx context.Context, kind, name string) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	if _, err := r.cli.Delete(ctx, r.objectKey(kind, name)); err != nil {
+		return unavailable("delete "+kind, err)
+	}
+	return nil
 }
 
 // Elect campaigns for role under a session of the election TTL.

@@ -107,7 +107,7 @@ func TestLeaderLoss(t *testing.T) {
 	c := ownCluster(t)
 	r := open(t, c)
 	ctx := context.Background()
-	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "before", Node: "a"}, 0); err != nil {
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "before", Node: "a"}, registry.Quota{}); err != nil {
 		t.Fatal(err)
 	}
 	leader := c.Leader()
@@ -117,7 +117,7 @@ func TestLeaderLoss(t *testing.T) {
 	c.Stop(leader)
 	stopped := time.Now()
 	for i := 0; ; i++ {
-		err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: fmt.Sprint("after", i), Node: "a"}, 0)
+		err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: fmt.Sprint("after", i), Node: "a"}, registry.Quota{})
 		if err == nil {
 			break
 		}
@@ -149,7 +149,7 @@ func TestQuorumLoss(t *testing.T) {
 	c.Stop(2)
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
-	err = r.CreateSession(cctx, registry.Session{Tenant: "t", ID: "x", Node: "n"}, 0)
+	err = r.CreateSession(cctx, registry.Session{Tenant: "t", ID: "x", Node: "n"}, registry.Quota{})
 	cancel()
 	if !errdefs.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("create without quorum = %v, want unavailable", err)
@@ -164,7 +164,7 @@ func TestQuorumLoss(t *testing.T) {
 		}
 	}
 	registrytest.Eventually(t, 10*time.Second, "registered again", m.Registered)
-	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "x", Node: "n"}, 0); err != nil {
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "x", Node: "n"}, registry.Quota{}); err != nil {
 		t.Fatalf("create after recovery: %v", err)
 	}
 	if nodes, err := r.Nodes(ctx); err != nil || len(nodes) != 1 {
@@ -197,7 +197,7 @@ func TestWatchCompacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: fmt.Sprint("c", i), Node: "a"}, 0); err != nil {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: fmt.Sprint("c", i), Node: "a"}, registry.Quota{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -69,6 +69,25 @@ type Session struct {
 	Created time.Time `json:"created"`
 	// Lost is when the fleet declared the session lost (State Lost).
 	LostAt time.Time `json:"lost_at,omitzero"`
+	// MemoryMB and MilliCPUs are the session's limits, counted against
+	// its tenant's fleet-wide quota while it is Live.
+	MemoryMB  int64 `json:"memory_mb,omitempty"`
+	MilliCPUs int64 `json:"milli_cpus,omitempty"`
+}
+
+// Quota bounds a tenant's Live sessions across the fleet; a zero field is
+// no bound.
+type Quota struct {
+	MaxSessions  int
+	MaxMemoryMB  int64
+	MaxMilliCPUs int64
+}
+
+// Usage is what a tenant's Live sessions hold across the fleet.
+type Usage struct {
+	Sessions  int   `json:"sessions"`
+	MemoryMB  int64 `json:"memory_mb,omitempty"`
+	MilliCPUs int64 `json:"milli_cpus,omitempty"`
 }
 
 // Registry is the fleet's shared state. Implementations are safe for
@@ -87,10 +106,11 @@ type Registry interface {
 	Drain(ctx context.Context, node string, draining bool) error
 
 	// CreateSession records a new Live session of s.Node, and in the same
-	// atomic step counts it against its tenant's fleet-wide usage, if that
-	// stays at most maxSessions (0: no cap). Of concurrent creates of one
-	// (tenant, id), or for a tenant's last slot, exactly one succeeds.
-	CreateSession(ctx context.Context, s Session, maxSessions int) error
+	// atomic step counts it (one session, its memory and CPUs) against its
+	// tenant's fleet-wide usage, if that stays within q. Of concurrent
+	// creates of one (tenant, id), or for a tenant's last slot, exactly
+	// one succeeds.
+	CreateSession(ctx context.Context, s Session, q Quota) error
 	// GetSession returns the record of (tenant, id).
 	GetSession(ctx context.Context, tenant, id string) (Session, error)
 	// DeleteSession removes the record of (tenant, id) owned by node and
@@ -105,6 +125,8 @@ type Registry interface {
 	MarkLost(ctx context.Context, node string) (int, error)
 	// Usage returns how many Live sessions the tenant holds fleet-wide.
 	Usage(ctx context.Context, tenant string) (int, error)
+	// UsageOf returns all the tenant's Live sessions hold fleet-wide.
+	UsageOf(ctx context.Context, tenant string) (Usage, error)
 
 	// Snapshot returns every node and session record with the revision
 	// they were read at; Watch continues from there.
@@ -117,6 +139,17 @@ type Registry interface {
 
 	// Elect blocks until this caller (id) leads role, or ctx ends.
 	Elect(ctx context.Context, role, id string) (Leadership, error)
+
+	// PutObject writes an object. rev says what must be there: 0 that it
+	// does not exist yet (ErrConflict otherwise), a positive revision that
+	// it is unchanged since it was read at it (ErrConflict otherwise), -1
+	// nothing. It returns the revision of the write.
+	PutObject(ctx context.Context, o Object, rev int64) (int64, error)
+	// GetObject returns the object kind/name with the revision it was
+	// last written at (ErrNotFound if absent).
+	GetObject(ctx context.Context, kind, name string) (Object, error)
+	// DeleteObject removes an object; a missing one is not an error.
+	DeleteObject(ctx context.Context, kind, name string) error
 
 	// Secret returns the fleet's shared secret (32 random bytes), made by
 	// the first node that asks: nodes sign the requests they forward to
@@ -168,15 +201,29 @@ type Snapshot struct {
 	Sessions []Session
 	// Draining names the nodes marked draining, alive or not.
 	Draining []string
+	// Objects are every object (API keys, tenants' settings).
+	Objects []Object
 }
 
-// Event is one change. Exactly one of Node, Session and Drain is set;
-// Deleted says it went (only Name, or Tenant and ID, are then filled in; a
-// deleted Drain is a drain mark taken off).
+// Object is a small fleet-wide record the registry keeps for the nodes
+// without interpreting it: an API key (kind "keys", named by its id) or a
+// tenant's settings (kind "tenants"). Value is the caller's encoding.
+type Object struct {
+	Kind, Name string
+	Value      []byte
+	// Rev is the revision the object was last written at (filled in by
+	// the registry; PutObject ignores it).
+	Rev int64
+}
+
+// Event is one change. Exactly one of Node, Session, Object and Drain is
+// set; Deleted says it went (only Name, Tenant and ID, or Kind and Name are
+// then filled in; a deleted Drain is a drain mark taken off).
 type Event struct {
 	Rev     int64
 	Node    *Node
 	Session *Session
+	Object  *Object
 	// Drain names a node whose drain mark was set or taken off.
 	Drain   string
 	Deleted bool

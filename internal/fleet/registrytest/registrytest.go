@@ -27,6 +27,107 @@ func Run(t *testing.T, open func(t *testing.T) registry.Registry) {
 	t.Run("Watch", func(t *testing.T) { testWatch(t, open(t)) })
 	t.Run("Elect", func(t *testing.T) { testElect(t, open(t)) })
 	t.Run("Secret", func(t *testing.T) { testSecret(t, open(t)) })
+	t.Run("Objects", func(t *testing.T) { testObjects(t, open(t)) })
+	t.Run("ResourceQuota", func(t *testing.T) { testResourceQuota(t, open(t)) })
+}
+
+// testResourceQuota: memory and CPUs are counted with the session record
+// and refused past the quota, given back by a delete and by MarkLost.
+func testResourceQuota(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	q := registry.Quota{MaxMemoryMB: 1024, MaxMilliCPUs: 1500}
+	mk := func(id, node string, mem, mcpu int64) error {
+		return r.CreateSession(ctx, registry.Session{Tenant: "rq", ID: id, Node: node, MemoryMB: mem, MilliCPUs: mcpu}, q)
+	}
+	if err := mk("a", "n1", 512, 500); err != nil {
+		t.Fatal(err)
+	}
+	if err := mk("b", "n2", 512, 500); err != nil {
+		t.Fatal(err)
+	}
+	if err := mk("c", "n3", 1, 0); !errdefs.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("a session past max_memory_mb = %v, want resource_exhausted", err)
+	}
+	u, err := r.UsageOf(ctx, "rq")
+	if err != nil || u != (registry.Usage{Sessions: 2, MemoryMB: 1024, MilliCPUs: 1000}) {
+		t.Fatalf("usage = %+v, %v", u, err)
+	}
+	if err := r.DeleteSession(ctx, "rq", "b", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mk("c", "n3", 256, 1001); !errdefs.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("a session past max_cpus = %v, want resource_exhausted", err)
+	}
+	if err := mk("c", "n3", 256, 1000); err != nil {
+		t.Fatalf("a session at max_cpus: %v", err)
+	}
+	// n3 has no entry (never joined): its session is lost and gives its
+	// share back.
+	if n, err := r.MarkLost(ctx, "n3"); err != nil || n != 1 {
+		t.Fatalf("MarkLost(n3) = %d, %v", n, err)
+	}
+	if u, err := r.UsageOf(ctx, "rq"); err != nil || u != (registry.Usage{Sessions: 1, MemoryMB: 512, MilliCPUs: 500}) {
+		t.Fatalf("usage after MarkLost = %+v, %v", u, err)
+	}
+}
+
+// testObjects: create-only and compare-on-revision writes, reads, the
+// snapshot and the watch of objects, names that need escaping.
+func testObjects(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	snap, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := r.Watch(ctx, snap.Rev)
+	o := registry.Object{Kind: "keys", Name: "a/b", Value: []byte("one")}
+	rev, err := r.PutObject(ctx, o, 0)
+	if err != nil || rev <= snap.Rev {
+		t.Fatalf("create = %d, %v", rev, err)
+	}
+	if _, err := r.PutObject(ctx, o, 0); !errdefs.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("create again = %v, want conflict", err)
+	}
+	got, err := r.GetObject(ctx, "keys", "a/b")
+	if err != nil || string(got.Value) != "one" || got.Rev != rev || got.Kind != "keys" || got.Name != "a/b" {
+		t.Fatalf("get = %+v, %v", got, err)
+	}
+	if _, err := r.GetObject(ctx, "keys", "a"); !errdefs.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("get of a missing object = %v, want not found", err)
+	}
+	o.Value = []byte("two")
+	if _, err := r.PutObject(ctx, o, rev-1); !errdefs.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("put at a stale revision = %v, want conflict", err)
+	}
+	rev2, err := r.PutObject(ctx, o, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err = r.Snapshot(ctx)
+	if err != nil || len(snap.Objects) != 1 || string(snap.Objects[0].Value) != "two" || snap.Objects[0].Rev != rev2 {
+		t.Fatalf("snapshot objects = %+v, %v", snap.Objects, err)
+	}
+	if err := r.DeleteObject(ctx, "keys", "a/b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteObject(ctx, "keys", "a/b"); err != nil {
+		t.Fatalf("delete of a missing object = %v", err)
+	}
+	var seen []string
+	for len(seen) < 3 {
+		select {
+		case e := <-ch:
+			if e.Object == nil || e.Object.Kind != "keys" || e.Object.Name != "a/b" {
+				t.Fatalf("event %+v", e)
+			}
+			seen = append(seen, fmt.Sprintf("%s:%v", e.Object.Value, e.Deleted))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("watch brought %v", seen)
+		}
+	}
+	if want := "[one:false two:false :true]"; fmt.Sprint(seen) != want {
+		t.Fatalf("watch = %v, want %s", seen, want)
+	}
 }
 
 // Eventually polls cond every 20 ms until it holds or d passed.
@@ -120,18 +221,18 @@ func testDrain(t *testing.T, r registry.Registry) {
 func testSessionCAS(t *testing.T, r registry.Registry) {
 	ctx := context.Background()
 	s := registry.Session{Tenant: "t1", ID: "s1", Node: "a"}
-	if err := r.CreateSession(ctx, s, 0); err != nil {
+	if err := r.CreateSession(ctx, s, registry.Quota{}); err != nil {
 		t.Fatalf("CreateSession: %v", err)
 	}
 	// The same id of the same tenant, from any node, is a conflict.
 	for _, node := range []string{"a", "b"} {
-		if err := r.CreateSession(ctx, registry.Session{Tenant: "t1", ID: "s1", Node: node}, 0); !errdefs.Is(err, errdefs.ErrConflict) {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: "t1", ID: "s1", Node: node}, registry.Quota{}); !errdefs.Is(err, errdefs.ErrConflict) {
 			t.Fatalf("CreateSession(t1/s1 again on %s) = %v, want conflict", node, err)
 		}
 	}
 	// Another tenant may use the id; a tenant with a slash stays apart.
 	for _, tenant := range []string{"t2", "t1/s1", "t1%2Fs1"} {
-		if err := r.CreateSession(ctx, registry.Session{Tenant: tenant, ID: "s1", Node: "b"}, 0); err != nil {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: tenant, ID: "s1", Node: "b"}, registry.Quota{}); err != nil {
 			t.Fatalf("CreateSession(%s/s1): %v", tenant, err)
 		}
 	}
@@ -171,7 +272,7 @@ func testSessionCAS(t *testing.T, r registry.Registry) {
 func testLastQuotaSlot(t *testing.T, r registry.Registry) {
 	ctx := context.Background()
 	for i := range 4 {
-		if err := r.CreateSession(ctx, registry.Session{Tenant: "q", ID: fmt.Sprint("pre", i), Node: "a"}, 5); err != nil {
+		if err := r.CreateSession(ctx, registry.Session{Tenant: "q", ID: fmt.Sprint("pre", i), Node: "a"}, registry.Quota{MaxSessions: 5}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,7 +280,7 @@ func testLastQuotaSlot(t *testing.T, r registry.Registry) {
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
-			err := r.CreateSession(ctx, registry.Session{Tenant: "q", ID: fmt.Sprint("race", i), Node: fmt.Sprint("n", i%3)}, 5)
+			err := r.CreateSession(ctx, registry.Session{Tenant: "q", ID: fmt.Sprint("race", i), Node: fmt.Sprint("n", i%3)}, registry.Quota{MaxSessions: 5})
 			switch {
 			case err == nil:
 				wins.Add(1)
@@ -201,7 +302,7 @@ func testLastQuotaSlot(t *testing.T, r registry.Registry) {
 	wins.Store(0)
 	for i := range 16 {
 		wg.Go(func() {
-			err := r.CreateSession(ctx, registry.Session{Tenant: "q2", ID: "same", Node: fmt.Sprint("n", i%3)}, 0)
+			err := r.CreateSession(ctx, registry.Session{Tenant: "q2", ID: "same", Node: fmt.Sprint("n", i%3)}, registry.Quota{})
 			if err == nil {
 				wins.Add(1)
 			} else if !errdefs.Is(err, errdefs.ErrConflict) {
@@ -223,7 +324,7 @@ func testMarkLost(t *testing.T, r registry.Registry) {
 	alive := join(t, r, "alive", 2*time.Second)
 	_ = alive
 	for _, s := range []registry.Session{{Tenant: "t", ID: "d1", Node: "dead"}, {Tenant: "t", ID: "d2", Node: "dead"}, {Tenant: "t", ID: "a1", Node: "alive"}} {
-		if err := r.CreateSession(ctx, s, 0); err != nil {
+		if err := r.CreateSession(ctx, s, registry.Quota{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -246,7 +347,7 @@ func testMarkLost(t *testing.T, r registry.Registry) {
 	}
 	// The id stays taken until the lost record is deleted; deleting it
 	// gives no quota back twice.
-	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "d1", Node: "alive"}, 0); !errdefs.Is(err, errdefs.ErrConflict) {
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "d1", Node: "alive"}, registry.Quota{}); !errdefs.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("CreateSession(lost id) = %v, want conflict", err)
 	}
 	if err := r.DeleteSession(ctx, "t", "d1", "dead"); err != nil {
@@ -266,7 +367,7 @@ func testWatch(t *testing.T, r registry.Registry) {
 	}
 	ch := r.Watch(ctx, snap.Rev)
 	m := join(t, r, "w", 2*time.Second)
-	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "w1", Node: "w"}, 0); err != nil {
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "t", ID: "w1", Node: "w"}, registry.Quota{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Drain(ctx, "w", true); err != nil {
