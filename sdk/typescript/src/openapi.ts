@@ -2432,6 +2432,8 @@ export interface components {
              * @description How long the call took, in milliseconds.
              */
             duration_ms: number;
+            /** @description The fleet node that served the call and keeps this record (docs/FLEET.md); absent on a single node. */
+            node?: string;
         };
         /** @description The body of `GET /v1/audit`. */
         AuditList: {
