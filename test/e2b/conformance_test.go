@@ -89,6 +89,10 @@ func TestConformance(t *testing.T) {
 	h := daemontest.Start(t, func(c *config.Config) {
 		// The kit runs several files at once, each creating sandboxes.
 		c.Session.MaxSessions = 200
+		// Each is granted only disk the host can back (disk.overcommit
+		// off): small layers keep the run's dozens of sandboxes within
+		// any CI machine's free space; no test writes more than a few MiB.
+		c.Session.DefaultLimits.DiskMB = 256
 	})
 	key := e2bKey(t, h)
 	skip, err := filepath.Abs("skip.txt")

@@ -196,7 +196,13 @@ func TestSymlinkSwapRace(t *testing.T) {
 // CAP_MKNOD, and its own block of host ids.
 func TestParallelSessionsHardened(t *testing.T) {
 	const n = 50
-	h := startDaemon(t, func(c *config.Config) { c.Session.MaxSessions = n + 10 })
+	h := startDaemon(t, func(c *config.Config) {
+		c.Session.MaxSessions = n + 10
+		// 50 layers at once, each granted only disk the host can back
+		// (disk.overcommit off): small ones, so that any CI machine's free
+		// space holds them; this test is about isolation, not disk.
+		c.Session.DefaultLimits.DiskMB = 64
+	})
 	hasPython := newBox(t, h, "probe", nil).sh(t, "command -v python3 >/dev/null").ExitCode == 0
 	if err := h.Client.DeleteSession(bg, "probe"); err != nil {
 		t.Fatal(err)
