@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	"github.com/warrenhq/warren/internal/network/nsexec"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,7 +33,7 @@ func Probe() (vethErr, nftErr error) {
 			nftErr = fmt.Errorf("nf_tables probe failed: %v", r)
 		}
 	}()
-	ns, err := freshNS()
+	ns, err := nsexec.New()
 	if err != nil {
 		return err, err
 	}
@@ -63,32 +62,6 @@ func Probe() (vethErr, nftErr error) {
 		return vethErr, err
 	}
 	return vethErr, n.removeSession(s)
-}
-
-// freshNS makes an anonymous network namespace (gone when closed).
-func freshNS() (netns.NsHandle, error) {
-	errc := make(chan error, 1)
-	var ns netns.NsHandle
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if ns, err = netns.New(); err != nil {
-			errc <- fmt.Errorf("create a network namespace: %w", err)
-			return
-		}
-		// A thread that cannot go back stays locked and ends with its
-		// goroutine.
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- nil
-	}()
-	return ns, <-errc
 }
 
 // Forwarding says whether IPv4 forwarding is on in the daemon's namespace.

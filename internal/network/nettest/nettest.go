@@ -17,7 +17,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,27 +53,8 @@ func NewNS(t testing.TB) (netns.NsHandle, string) {
 // opens it; it vanishes when the caller closes the handle (and nothing
 // else holds it).
 func Create() (netns.NsHandle, string, error) {
-	errc := make(chan error, 1)
-	var ns netns.NsHandle
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		ns, err = netns.New()
-		if err != nil {
-			errc <- err
-			return
-		}
-		if err := netns.Set(orig); err == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+	ns, err := nsexec.New()
+	if err != nil {
 		return ns, "", err
 	}
 	h, err := netlink.NewHandleAt(ns)

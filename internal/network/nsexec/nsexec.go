@@ -48,6 +48,34 @@ func Do(ns netns.NsHandle, fn func() error) error {
 	return <-errc
 }
 
+// New makes an anonymous network namespace, gone once the returned handle
+// and everything else that holds it are closed. The calling thread stays
+// in its own namespace.
+func New() (netns.NsHandle, error) {
+	errc := make(chan error, 1)
+	var ns netns.NsHandle
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if ns, err = netns.New(); err != nil {
+			errc <- fmt.Errorf("create a network namespace: %w", err)
+			return
+		}
+		// A thread that cannot go back stays locked and ends with its
+		// goroutine.
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- nil
+	}()
+	return ns, <-errc
+}
+
 // WaitUp waits, for at most 2 s, until link n1 (seen through h1) and link
 // n2 (through h2) are operationally up with their real queueing
 // discipline: the kernel marks a link up a moment before it replaces its
