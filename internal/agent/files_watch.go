@@ -282,6 +282,10 @@ func (w *inotifyWatch) events(buf []byte) (done bool, err error) {
 			continue
 		}
 		switch {
+		case m&unix.IN_CREATE != 0 && w.known[p]:
+			// Reported already: the listing of its directory, new and
+			// just watched, found it before this event was read.
+			continue
 		case m&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
 			if len(w.known) < maxFSEntries {
 				w.known[p] = true
