@@ -181,6 +181,27 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 			}
 			return edge.Owner{Known: true, Here: p.Name == n.Name(), Node: p.Name, Addr: p.Addr, Alive: true}
 		},
+		Peers: func(tenant string) ([]edge.Owner, []edge.LostSession) {
+			holders, lost := n.Cache().Holders(tenant)
+			var peers []edge.Owner
+			live := map[string]bool{}
+			for _, p := range n.Cache().Nodes() {
+				live[p.Name] = true
+				if p.Name != n.Name() {
+					peers = append(peers, edge.Owner{Known: true, Node: p.Name, Addr: p.Addr, Alive: true})
+				}
+			}
+			for h := range holders {
+				if !live[h] && h != n.Name() {
+					peers = append(peers, edge.Owner{Known: true, Node: h})
+				}
+			}
+			out := make([]edge.LostSession, len(lost))
+			for i, l := range lost {
+				out[i] = edge.LostSession{Tenant: l.Tenant, ID: l.ID, Node: l.Node, Created: l.Created}
+			}
+			return peers, out
+		},
 		ForgetLost: func(ctx context.Context, tenant, id string) error {
 			r, ok := n.Cache().Lookup(tenant, id)
 			if !ok {

@@ -80,6 +80,11 @@ type Forwarding struct {
 	// PreviewDomain is the daemon's preview_domain: a request for
 	// {port}-{session}.PreviewDomain is routed by its session ("": none).
 	PreviewDomain string
+	// Peers, if set, makes GET /v1/sessions list the fleet's sessions:
+	// it returns the other nodes that may hold tenant's sessions ("":
+	// every tenant's), live ones (Alive) to ask and dead ones holding
+	// some to name as missing, and the sessions declared lost.
+	Peers func(tenant string) ([]Owner, []LostSession)
 	// Node is this node's name (in the signed caller, for the logs).
 	Node string
 	// Transport carries forwarded requests (if nil: HTTP/1.1, and for
@@ -207,6 +212,10 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 	h2c := &http.Transport{Proxy: nil, Protocols: &h2, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	h2tls := &http.Transport{Proxy: nil, Protocols: &h2s, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isFleetList(f, r) {
+			e.listFleet(f, tr, w, r, next)
+			return
+		}
 		id := SessionOfPath(r.URL.Path)
 		if h := r.Header.Get(SessionHeader); id == "" && h != "" && strings.HasPrefix(r.URL.Path, "/warren.v1.") {
 			id = h

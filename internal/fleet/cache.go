@@ -276,3 +276,23 @@ func (c *Cache) Rev() int64 {
 	defer c.mu.RUnlock()
 	return c.rev
 }
+
+// Holders returns the nodes owning live sessions of tenant ("": every
+// tenant's) and the records of its sessions declared lost, for a
+// fleet-wide list of sessions.
+func (c *Cache) Holders(tenant string) (nodes map[string]bool, lost []registry.Session) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	nodes = map[string]bool{}
+	for k, s := range c.sessions {
+		if tenant != "" && k.tenant != tenant {
+			continue
+		}
+		if s.State == registry.Lost {
+			lost = append(lost, s)
+		} else {
+			nodes[s.Node] = true
+		}
+	}
+	return nodes, lost
+}
