@@ -198,7 +198,7 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 			}
 			out := make([]edge.LostSession, len(lost))
 			for i, l := range lost {
-				out[i] = edge.LostSession{Tenant: l.Tenant, ID: l.ID, Node: l.Node, Created: l.Created}
+				out[i] = edge.LostSession{Tenant: l.Tenant, ID: l.ID, Node: l.Node, Created: l.Created, LostAt: l.LostAt}
 			}
 			return peers, out
 		},

@@ -29,7 +29,8 @@ const listTimeout = 2 * time.Second
 // with state "lost".
 type LostSession struct {
 	Tenant, ID, Node string
-	Created          time.Time
+	// Created is when it was created, LostAt when it was declared lost.
+	Created, LostAt time.Time
 }
 
 // isFleetList reports whether r lists sessions (GET /v1/sessions): with
@@ -120,7 +121,10 @@ func (e *Edge) listFleet(f *Forwarding, tr http.RoundTripper, w http.ResponseWri
 		items = append(items, p.items...)
 	}
 	for _, l := range lost {
-		s := map[string]any{"id": l.ID, "state": "lost", "created_at": l.Created, "node": l.Node}
+		// Every field the API marks required is there (zero where the
+		// record does not know it), so that typed clients read it.
+		s := map[string]any{"id": l.ID, "state": "lost", "created_at": l.Created, "node": l.Node,
+			"image": "", "last_used_at": l.Created, "expires_at": l.LostAt, "cwd": "", "limits": map[string]any{}, "network": "", "user": ""}
 		if all {
 			s["tenant"] = l.Tenant
 		}
@@ -154,8 +158,8 @@ func (e *Edge) listPeer(r *http.Request, tr http.RoundTripper, secret []byte, wh
 		return nil, false
 	}
 	req.Header.Set(ForwardHeader, sign(secret, who, req, from))
-	if id := r.Header.Get("X-Request-Id"); id != "" {
-		req.Header.Set("X-Request-Id", id)
+	if id := r.Header.Get(RequestIDHeader); id != "" {
+		req.Header.Set(RequestIDHeader, id)
 	}
 	resp, err := tr.RoundTrip(req)
 	if err != nil {

@@ -15,6 +15,11 @@ export interface paths {
          * List sessions
          * @description Lists the sessions of the caller's tenant. With `all=true` an admin
          *     caller lists every tenant's sessions, each with its `tenant`.
+         *
+         *     In a fleet (docs/FLEET.md, "Listing sessions") the list holds the
+         *     sessions on every node, and sessions lost with their node with state
+         *     `lost`; when a node did not answer, its sessions are left out and the
+         *     `Warren-Fleet-Partial` header names it.
          */
         get: operations["listSessions"];
         put?: never;
@@ -1551,7 +1556,7 @@ export interface components {
             /** @description The image the session started from. */
             image: string;
             /**
-             * @description The session's place in its lifecycle, one of `creating`, `running`, `deleting`, `failed`.
+             * @description The session's place in its lifecycle, one of `creating`, `running`, `deleting`, `failed` (`lost` in a fleet's list, for a session lost with its node).
              * @example running
              */
             state: string;
@@ -2625,6 +2630,8 @@ export interface operations {
             /** @description The caller's sessions, or every tenant's with `all=true`. */
             200: {
                 headers: {
+                    /** @description In a fleet, the nodes (comma-separated) whose sessions the list leaves out because they did not answer. */
+                    "Warren-Fleet-Partial"?: string;
                     [name: string]: unknown;
                 };
                 content: {
