@@ -342,105 +342,6 @@ func testFleet(t *testing.T, endpoints []string) {
 			}
 		}
 	})
-	t.Run("ListIsFleetWide", func(t *testing.T) {
-		// Two tenants' sessions created through different nodes: every
-		// node lists all of a tenant's and none of the other's; an
-		// admin's all=true lists both.
-		keys := map[string]string{}
-		for _, tn := range []string{"lista", "listb"} {
-			k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: tn})
-			if err != nil {
-				t.Fatal(err)
-			}
-			keys[tn] = k.Secret
-		}
-		want := map[string][]string{"lista": {"la0", "la1", "la2"}, "listb": {"lb1"}}
-		owners := map[string]string{}
-		for tn, ids := range want {
-			for _, id := range ids {
-				n := byName["n"+id[2:]]
-				c := client.New(n.url, client.WithToken(keys[tn]))
-				if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: id}); err != nil {
-					t.Fatalf("create %s through %s: %v", id, n.name, err)
-				}
-				t.Cleanup(func() { _ = c.DeleteSession(bg, id) })
-				r, err := reg.GetSession(bg, tn, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				owners[id] = r.Node
-			}
-		}
-		t.Logf("owners: %v", owners)
-		list := func(n *node, key, query string) (int, http.Header, []string) {
-			t.Helper()
-			req, _ := http.NewRequest("GET", n.url+"/v1/sessions"+query, nil)
-			req.Header.Set("Authorization", "Bearer "+key)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var l api.SessionList
-			_ = json.NewDecoder(resp.Body).Decode(&l)
-			var ids []string
-			for _, s := range l.Sessions {
-				if s.State == "lost" || strings.HasPrefix(s.ID, "l") {
-					ids = append(ids, s.Tenant+"/"+s.ID+"/"+s.State)
-				}
-			}
-			return resp.StatusCode, resp.Header, ids
-		}
-		for _, n := range nodes {
-			for tn, ids := range want {
-				var exp []string
-				for _, id := range ids {
-					exp = append(exp, "/"+id+"/running")
-				}
-				st, h, got := list(n, keys[tn], "")
-				if st != 200 || !slices.Equal(got, exp) || h.Get(edge.PartialHeader) != "" {
-					t.Fatalf("%s's list through %s = %d %v (partial %q), want %v", tn, n.name, st, got, h.Get(edge.PartialHeader), exp)
-				}
-			}
-			if st, _, _ := list(n, keys["lista"], "?all=true"); st != http.StatusForbidden {
-				t.Fatalf("a tenant's all=true through %s = %d, want 403", n.name, st)
-			}
-			st, _, got := list(n, n.key, "?all=true")
-			exp := []string{"lista/la0/running", "lista/la1/running", "lista/la2/running", "listb/lb1/running"}
-			if st != 200 || !slices.Equal(got, exp) {
-				t.Fatalf("the admin's all=true through %s = %d %v, want %v", n.name, st, got, exp)
-			}
-		}
-		// The owner of la1 dies: the others still answer, without its
-		// sessions, and say so; it comes back within the grace.
-		dead := byName[owners["la1"]]
-		var alive []*node
-		for _, n := range nodes {
-			if n != dead {
-				alive = append(alive, n)
-			}
-		}
-		dead.kill()
-		for _, n := range alive {
-			start := time.Now()
-			st, h, got := list(n, keys["lista"], "")
-			var exp []string
-			for _, id := range want["lista"] {
-				if owners[id] != dead.name {
-					exp = append(exp, "/"+id+"/running")
-				}
-			}
-			if st != 200 || !slices.Equal(got, exp) || h.Get(edge.PartialHeader) != dead.name {
-				t.Fatalf("lista's list through %s with %s dead = %d %v (partial %q), want %v (partial %s)", n.name, dead.name, st, got, h.Get(edge.PartialHeader), exp, dead.name)
-			}
-			t.Logf("a list through %s with %s dead answered in %v", n.name, dead.name, time.Since(start).Round(time.Millisecond))
-		}
-		f.start(dead)
-		eventually(t, 5*time.Second, "the list whole again", func() bool {
-			st, h, got := list(alive[0], keys["lista"], "")
-			return st == 200 && len(got) == 3 && h.Get(edge.PartialHeader) == ""
-		})
-	})
 	t.Run("E2BFacadeIsForwarded", func(t *testing.T) {
 		k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: "e2bt"})
 		if err != nil {
@@ -880,6 +781,110 @@ func testFleet(t *testing.T, endpoints []string) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("a forged forwarded request got %d, want 401", resp.StatusCode)
 		}
+	})
+	t.Run("ListIsFleetWide", func(t *testing.T) {
+		// Two tenants' sessions created through different nodes: every
+		// node lists all of a tenant's and none of the other's; an
+		// admin's all=true lists both.
+		keys := map[string]string{}
+		for _, tn := range []string{"lista", "listb"} {
+			k, err := n0.c.CreateKey(bg, &api.CreateKeyRequest{Tenant: tn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys[tn] = k.Secret
+		}
+		want := map[string][]string{"lista": {"la0", "la1"}, "listb": {"lb2"}}
+		owners := map[string]string{}
+		for _, tn := range []string{"lista", "listb"} { // in the order all=true lists them
+			for _, id := range want[tn] {
+				n := byName["n"+id[2:]]
+				c := client.New(n.url, client.WithToken(keys[tn]))
+				if _, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: id}); err != nil {
+					t.Fatalf("create %s through %s: %v", id, n.name, err)
+				}
+				t.Cleanup(func() {
+					// n.url now: a node restarted below listens elsewhere.
+					if err := client.New(n.url, client.WithToken(keys[tn])).DeleteSession(bg, id); err != nil {
+						t.Errorf("delete %s: %v", id, err)
+					}
+				})
+				r, err := reg.GetSession(bg, tn, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				owners[id] = r.Node
+			}
+		}
+		t.Logf("owners: %v", owners)
+		list := func(n *node, key, query string) (int, http.Header, []string) {
+			t.Helper()
+			req, _ := http.NewRequest("GET", n.url+"/v1/sessions"+query, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var l api.SessionList
+			_ = json.NewDecoder(resp.Body).Decode(&l)
+			var ids []string
+			for _, s := range l.Sessions {
+				if s.State == "lost" || strings.HasPrefix(s.ID, "la") || strings.HasPrefix(s.ID, "lb") {
+					ids = append(ids, s.Tenant+"/"+s.ID+"/"+s.State)
+				}
+			}
+			return resp.StatusCode, resp.Header, ids
+		}
+		for _, n := range nodes {
+			for tn, ids := range want {
+				var exp []string
+				for _, id := range ids {
+					exp = append(exp, "/"+id+"/running")
+				}
+				st, h, got := list(n, keys[tn], "")
+				if st != 200 || !slices.Equal(got, exp) || h.Get(edge.PartialHeader) != "" {
+					t.Fatalf("%s's list through %s = %d %v (partial %q), want %v", tn, n.name, st, got, h.Get(edge.PartialHeader), exp)
+				}
+			}
+			if st, _, _ := list(n, keys["lista"], "?all=true"); st != http.StatusForbidden {
+				t.Fatalf("a tenant's all=true through %s = %d, want 403", n.name, st)
+			}
+			st, _, got := list(n, n.key, "?all=true")
+			exp := []string{"lista/la0/running", "lista/la1/running", "listb/lb2/running"}
+			if st != 200 || !slices.Equal(got, exp) {
+				t.Fatalf("the admin's all=true through %s = %d %v, want %v", n.name, st, got, exp)
+			}
+		}
+		// The owner of la1 dies: the others still answer, without its
+		// sessions, and say so; it comes back within the grace.
+		dead := byName[owners["la1"]]
+		var alive []*node
+		for _, n := range nodes {
+			if n != dead {
+				alive = append(alive, n)
+			}
+		}
+		dead.kill()
+		for _, n := range alive {
+			start := time.Now()
+			st, h, got := list(n, keys["lista"], "")
+			var exp []string
+			for _, id := range want["lista"] {
+				if owners[id] != dead.name {
+					exp = append(exp, "/"+id+"/running")
+				}
+			}
+			if st != 200 || !slices.Equal(got, exp) || h.Get(edge.PartialHeader) != dead.name {
+				t.Fatalf("lista's list through %s with %s dead = %d %v (partial %q), want %v (partial %s)", n.name, dead.name, st, got, h.Get(edge.PartialHeader), exp, dead.name)
+			}
+			t.Logf("a list through %s with %s dead answered in %v", n.name, dead.name, time.Since(start).Round(time.Millisecond))
+		}
+		f.start(dead)
+		eventually(t, 5*time.Second, "the list whole again", func() bool {
+			st, h, got := list(alive[0], keys["lista"], "")
+			return st == 200 && len(got) == 2 && h.Get(edge.PartialHeader) == ""
+		})
 	})
 	t.Run("RestartWithinGrace", func(t *testing.T) {
 		o := owner(t, "s2")
