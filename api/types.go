@@ -151,6 +151,9 @@ type Session struct {
 	Usage     *Usage            `json:"usage,omitempty"`
 	// Reason says why a session is in state "failed".
 	Reason string `json:"reason,omitempty"`
+	// Node is the fleet node that holds the session, in a fleet's lists
+	// (docs/FLEET.md); absent on a single node.
+	Node string `json:"node,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions.

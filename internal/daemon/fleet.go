@@ -164,7 +164,7 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 		return next
 	}
 	n := d.fleet.node
-	return d.edge.Forward(&edge.Forwarding{Node: n.Name(), Secret: n.Secret, PreviewDomain: d.cfg.PreviewDomain,
+	f := &edge.Forwarding{Node: n.Name(), Secret: n.Secret, PreviewDomain: d.cfg.PreviewDomain,
 		Credentials: e2b.WarrenCredentials,
 		LocateID: func(id string) edge.Owner {
 			r, ok := n.Cache().LookupID(id, n.Name())
@@ -216,7 +216,10 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 			}
 			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
 				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
-		}}, next)
+		}}
+	// Every transport's list of sessions covers the fleet.
+	d.manager.SetFleetLister(n.Name(), d.edge.FleetLister(f))
+	return d.edge.Forward(f, next)
 }
 
 // fleetNodeName is the node's name in its fleet, "" without one.

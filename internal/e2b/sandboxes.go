@@ -589,7 +589,10 @@ func (lq *listQuery) match(rec *session.Session) bool {
 // order.
 func (s *Server) sessions(ctx context.Context, lq *listQuery) []*session.Session {
 	var out []*session.Session
-	for _, rec := range s.mgr.Records(edge.TenantOf(ctx)) {
+	// A fleet node that did not answer is in the daemon's log; the list
+	// holds what the others hold.
+	recs, _ := s.mgr.RecordsFleet(ctx, edge.TenantOf(ctx))
+	for _, rec := range recs {
 		if rec.State == session.StateRunning && lq.match(rec) {
 			out = append(out, rec)
 		}

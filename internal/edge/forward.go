@@ -80,8 +80,8 @@ type Forwarding struct {
 	// PreviewDomain is the daemon's preview_domain: a request for
 	// {port}-{session}.PreviewDomain is routed by its session ("": none).
 	PreviewDomain string
-	// Peers, if set, makes GET /v1/sessions list the fleet's sessions:
-	// it returns the other nodes that may hold tenant's sessions ("":
+	// Peers, if set, makes lists of sessions cover the fleet
+	// (FleetLister, on every transport): it returns the other nodes that may hold tenant's sessions ("":
 	// every tenant's), live ones (Alive) to ask and dead ones holding
 	// some to name as missing, and the sessions declared lost.
 	Peers func(tenant string) ([]Owner, []LostSession)
@@ -94,6 +94,15 @@ type Forwarding struct {
 	// TLS is the client configuration for nodes advertised at https://
 	// (nil: the host's roots); unused with Transport.
 	TLS *tls.Config
+}
+
+// transport is f.Transport, or HTTP/1.1 to the nodes (over TLS with f.TLS
+// to https:// ones). Each call makes a new one: call it once per use.
+func (f *Forwarding) transport() http.RoundTripper {
+	if f.Transport != nil {
+		return f.Transport
+	}
+	return &http.Transport{Proxy: nil, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 }
 
 // forwarded is the signed content of ForwardHeader.
@@ -200,10 +209,7 @@ var errMisdirected = errors.New("misdirected")
 // longer owns the session is answered 421; the forwarding node then waits
 // for its cache to catch up and tries once more.
 func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
-	tr := f.Transport
-	if tr == nil {
-		tr = &http.Transport{Proxy: nil, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
-	}
+	tr := f.transport()
 	// gRPC needs HTTP/2 to the owner too: in cleartext, as the daemon
 	// serves it (h2c), or over TLS to a node behind a TLS proxy.
 	var h2, h2s http.Protocols
@@ -213,7 +219,7 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 	h2tls := &http.Transport{Proxy: nil, Protocols: &h2s, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isFleetList(f, r) {
-			e.listFleet(f, tr, w, r, next)
+			e.verifyListHop(f, w, r, next)
 			return
 		}
 		id := SessionOfPath(r.URL.Path)

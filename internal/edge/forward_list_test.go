@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,11 +9,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/session"
 )
 
-// TestFleetList: a list through a asks b (signed, answered by b alone),
-// names the node that did not answer and the dead one in PartialHeader,
-// adds the lost records and merges everything by created_at, then id.
+// TestFleetList: a's FleetLister asks b (signed, answered by b alone,
+// for the caller's tenant), names the node that did not answer and the
+// dead one as missing, and adds the lost records, each with its node.
 func TestFleetList(t *testing.T) {
 	secret := []byte(strings.Repeat("k", 32))
 	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -23,8 +25,21 @@ func TestFleetList(t *testing.T) {
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close() // a node whose entry is still there but which does not answer
 	var bURL string
-	mk := func(i int, name string, sessions string) *httptest.Server {
+	type answer struct {
+		infos   []*session.Info
+		missing []string
+	}
+	answers := make(chan answer, 4)
+	mk := func(i int, name string, own ...string) *httptest.Server {
 		e := New(Config{Log: slog.New(slog.DiscardHandler)})
+		f := &Forwarding{Node: name, Secret: func() []byte { return secret },
+			Locate: func(string, string) Owner { return Owner{} },
+			Peers: func(tenant string) ([]Owner, []LostSession) {
+				peersCalled[i].Add(1)
+				return []Owner{{Known: true, Node: "b", Addr: bURL, Alive: true}, {Known: true, Node: "c", Addr: gone.URL, Alive: true}, {Known: true, Node: "d"}},
+					[]LostSession{{Tenant: tenant, ID: "l1", Node: "d", Created: t0.Add(2 * time.Minute), LostAt: t0.Add(5 * time.Minute)}}
+			}}
+		lister := e.FleetLister(f)
 		inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx, err := e.Admit(r)
 			if err != nil {
@@ -32,52 +47,42 @@ func TestFleetList(t *testing.T) {
 				return
 			}
 			served[i].Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"sessions":[%s]}`, strings.ReplaceAll(sessions, "TENANT", TenantOf(ctx)))
+			infos, missing := lister(ctx, TenantOf(ctx))
+			answers <- answer{infos, missing}
+			l := api.SessionList{Sessions: []api.Session{}}
+			for j, id := range own {
+				l.Sessions = append(l.Sessions, api.Session{ID: id, State: "running", CreatedAt: t0.Add(time.Duration(j) * time.Minute)})
+			}
+			WriteJSON(w, http.StatusOK, l)
 		})
-		return httptest.NewServer(e.Forward(&Forwarding{Node: name, Secret: func() []byte { return secret },
-			Locate: func(string, string) Owner { return Owner{} },
-			Peers: func(tenant string) ([]Owner, []LostSession) {
-				peersCalled[i].Add(1)
-				return []Owner{{Known: true, Node: "b", Addr: bURL, Alive: true}, {Known: true, Node: "c", Addr: gone.URL, Alive: true}, {Known: true, Node: "d"}},
-					[]LostSession{{Tenant: tenant, ID: "l1", Node: "d", Created: t0.Add(2 * time.Minute)}}
-			}}, inner))
+		return httptest.NewServer(e.Forward(f, inner))
 	}
-	ses := func(id string, min int) string {
-		return fmt.Sprintf(`{"id":%q,"state":"running","created_at":%q,"x":"TENANT"}`, id, t0.Add(time.Duration(min)*time.Minute).Format(time.RFC3339))
-	}
-	a := mk(0, "a", ses("a3", 3)+","+ses("a1", 1))
-	b := mk(1, "b", ses("b0", 0)+","+ses("b2", 2))
+	a := mk(0, "a", "a1")
+	b := mk(1, "b", "b0", "b2")
 	bURL = b.URL
 	t.Cleanup(a.Close)
 	t.Cleanup(b.Close)
 
-	resp, err := http.Get(a.URL + "/v1/sessions")
-	if err != nil {
-		t.Fatal(err)
+	if st, body := do(t, "GET", a.URL+"/v1/sessions", "", nil); st != http.StatusOK {
+		t.Fatalf("list = %d %s", st, body)
 	}
-	defer resp.Body.Close()
-	var l struct {
-		Sessions []struct{ ID, State, X string }
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("list = %d, %v", resp.StatusCode, err)
+	bAns, aAns := <-answers, <-answers // b answers inside a's call
+	if len(bAns.infos) != 0 || len(bAns.missing) != 0 {
+		t.Fatalf("b, asked by a, listed peers too: %+v", bAns)
 	}
 	var got []string
-	for _, s := range l.Sessions {
-		got = append(got, s.ID+":"+s.State)
-		if s.State == "running" && s.X != noAuthIdentity.Tenant {
-			t.Errorf("%s was listed for tenant %q, want the caller's %q", s.ID, s.X, noAuthIdentity.Tenant)
-		}
+	for _, in := range aAns.infos {
+		got = append(got, fmt.Sprintf("%s/%s:%s@%s", in.Tenant, in.ID, in.State, in.Node))
 	}
-	if want := "b0:running a1:running b2:running l1:lost a3:running"; strings.Join(got, " ") != want {
-		t.Fatalf("merged list = %v, want %s", got, want)
+	tn := noAuthIdentity.Tenant
+	if want := fmt.Sprintf("%s/b0:running@b %s/b2:running@b %s/l1:lost@d", tn, tn, tn); strings.Join(got, " ") != want {
+		t.Fatalf("a's peers' sessions = %v, want %s", got, want)
 	}
-	if p := resp.Header.Get(PartialHeader); p != "c,d" {
-		t.Fatalf("%s = %q, want c,d", PartialHeader, p)
+	if lost := aAns.infos[2]; !lost.ExpiresAt().Equal(t0.Add(5 * time.Minute)) {
+		t.Fatalf("the lost session expires at %v, want when it was lost", lost.ExpiresAt())
 	}
-	if resp.Header.Get("Content-Type") != "application/json" {
-		t.Fatalf("content type %q", resp.Header.Get("Content-Type"))
+	if strings.Join(aAns.missing, ",") != "c,d" {
+		t.Fatalf("missing = %v, want c,d", aAns.missing)
 	}
 	// b answered once, alone: a signed list does not fan out again.
 	if served[1].Load() != 1 || peersCalled[1].Load() != 0 || peersCalled[0].Load() != 1 {

@@ -47,6 +47,7 @@ func toSession(in *session.Info) *warrenv1.Session {
 		Labels:     w.Labels,
 		Reason:     w.Reason,
 		User:       w.User,
+		Node:       w.Node,
 	}
 	if u := w.Usage; u != nil {
 		out.Usage = &warrenv1.Usage{MemoryBytes: u.MemoryBytes, Pids: u.Pids, CpuSeconds: u.CPUSeconds, DiskBytes: u.DiskBytes,

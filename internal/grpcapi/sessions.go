@@ -2,10 +2,12 @@ package grpcapi
 
 import (
 	"context"
+	"strings"
 
 	"connectrpc.com/connect"
 
 	warrenv1 "github.com/warrenhq/warren/api/gen/warren/v1"
+	"github.com/warrenhq/warren/internal/edge"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/wire"
 )
@@ -51,7 +53,7 @@ func (h sessions) ListSessions(ctx context.Context, req *connect.Request[warrenv
 		}
 		tn = ""
 	}
-	infos := h.s.m.List(ctx, tn)
+	infos, missing := h.s.m.ListFleet(ctx, tn)
 	out := &warrenv1.ListSessionsResponse{Sessions: make([]*warrenv1.Session, 0, len(infos))}
 	for _, in := range infos {
 		ps := toSession(in)
@@ -60,7 +62,11 @@ func (h sessions) ListSessions(ctx context.Context, req *connect.Request[warrenv
 		}
 		out.Sessions = append(out.Sessions, ps)
 	}
-	return connect.NewResponse(out), nil
+	res := connect.NewResponse(out)
+	if len(missing) > 0 {
+		res.Header().Set(edge.PartialHeader, strings.Join(missing, ","))
+	}
+	return res, nil
 }
 
 func (h sessions) DeleteSession(ctx context.Context, req *connect.Request[warrenv1.DeleteSessionRequest]) (*connect.Response[warrenv1.DeleteSessionResponse], error) {

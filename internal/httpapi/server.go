@@ -311,7 +311,10 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		}
 		tn = ""
 	}
-	infos := s.m.List(r.Context(), tn)
+	infos, missing := s.m.ListFleet(r.Context(), tn)
+	if len(missing) > 0 {
+		w.Header().Set(edge.PartialHeader, strings.Join(missing, ","))
+	}
 	out := api.SessionList{Sessions: make([]api.Session, 0, len(infos))}
 	for _, in := range infos {
 		as := toAPISession(in)

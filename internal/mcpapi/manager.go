@@ -82,7 +82,9 @@ func (b *managerBackend) ListSessions(ctx context.Context) ([]api.Session, error
 	if err != nil {
 		return nil, err
 	}
-	infos := b.m.List(ctx, tn)
+	// A fleet node that did not answer is in the daemon's log; the
+	// tool's result lists what the others hold.
+	infos, _ := b.m.ListFleet(ctx, tn)
 	out := make([]api.Session, 0, len(infos))
 	for _, in := range infos {
 		out = append(out, toAPISession(in))

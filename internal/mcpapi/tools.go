@@ -177,7 +177,7 @@ type NetworkDenials struct {
 // Session describes a session.
 type Session struct {
 	ID        string            `json:"id" jsonschema:"the session's id: pass it as session_id"`
-	State     string            `json:"state" jsonschema:"creating, running, deleting or failed"`
+	State     string            `json:"state" jsonschema:"creating, running, deleting or failed (lost in a fleet: its node died)"`
 	Image     string            `json:"image"`
 	Cwd       string            `json:"cwd" jsonschema:"the shell's working directory as of its last command"`
 	User      string            `json:"user" jsonschema:"the user the session's processes run as"`
@@ -187,6 +187,7 @@ type Session struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Usage     *api.Usage        `json:"usage,omitempty" jsonschema:"current resource usage"`
 	Reason    string            `json:"reason,omitempty" jsonschema:"why a failed session failed"`
+	Node      string            `json:"node,omitempty" jsonschema:"in a fleet, the node that holds the session"`
 }
 
 func toSession(s *api.Session) *Session {
@@ -194,7 +195,7 @@ func toSession(s *api.Session) *Session {
 		ID: s.ID, State: s.State, Image: s.Image, Cwd: s.Cwd, User: s.User,
 		CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt,
 		Limits: Limits{MemoryMB: s.Limits.MemoryMB, CPUs: s.Limits.CPUs, Pids: s.Limits.Pids, DiskMB: s.Limits.DiskMB},
-		Labels: s.Labels, Usage: s.Usage, Reason: s.Reason,
+		Labels: s.Labels, Usage: s.Usage, Reason: s.Reason, Node: s.Node,
 	}
 }
 

@@ -128,11 +128,15 @@ func fillLimits(l *Limits, d Limits) {
 // decided. Transports call it; it calls the store, the image store and the
 // sandbox runtime.
 type Manager struct {
-	cfg    Config
-	store  Store
-	rt     Runtime
-	images Images
-	log    *slog.Logger
+	cfg Config
+	// fleet lists the other fleet nodes' sessions (SetFleetLister); nil
+	// on a single node.
+	fleet     FleetLister
+	fleetNode string
+	store     Store
+	rt        Runtime
+	images    Images
+	log       *slog.Logger
 
 	mu      sync.Mutex // guards live and closing
 	live    map[key]*entry
@@ -889,6 +893,9 @@ type Info struct {
 	Session
 	Cwd   string
 	Usage *Usage
+	// Node is the fleet node that holds the session, in fleet-wide lists
+	// (ListFleet); "" otherwise.
+	Node string
 }
 
 // Get returns a session with its live usage.

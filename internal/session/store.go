@@ -14,6 +14,9 @@ const (
 	StateRunning  State = "running"
 	StateDeleting State = "deleting"
 	StateFailed   State = "failed"
+	// StateLost: the fleet declared the session lost with its node (dead
+	// past its grace). Only fleet-wide lists show it; no node holds it.
+	StateLost State = "lost"
 )
 
 // Limits are a session's resource limits after defaults were applied.

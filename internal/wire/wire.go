@@ -4,6 +4,7 @@
 package wire
 
 import (
+	"cmp"
 	"encoding/base64"
 	"fmt"
 	"math"
@@ -88,6 +89,7 @@ func Session(in *session.Info) api.Session {
 		Labels:     in.Labels,
 		Reason:     in.Reason,
 		User:       in.User,
+		Node:       in.Node,
 	}
 	if out.User == "" {
 		out.User = "root"
@@ -97,6 +99,26 @@ func Session(in *session.Info) api.Session {
 			NetworkInBytes: in.Usage.NetworkInBytes, NetworkOutBytes: in.Usage.NetworkOutBytes}
 	}
 	return out
+}
+
+// SessionInfo is Session's inverse, for a session another fleet node
+// listed: what the API shows of it, as the core's Info (its expiry kept as
+// LastUsedAt plus IdleTTL; tenant is the owner when s names none).
+func SessionInfo(s *api.Session, tenant, node string) *session.Info {
+	in := &session.Info{Session: session.Session{
+		ID: s.ID, Tenant: cmp.Or(s.Tenant, tenant), Image: s.Image, State: session.State(s.State), Reason: s.Reason,
+		CreatedAt: s.CreatedAt, LastUsedAt: s.LastUsedAt, IdleTTL: s.ExpiresAt.Sub(s.LastUsedAt),
+		Limits:  session.Limits{MemoryMB: s.Limits.MemoryMB, CPUs: s.Limits.CPUs, Pids: s.Limits.Pids, DiskMB: s.Limits.DiskMB},
+		Network: s.Network, Labels: s.Labels, User: s.User,
+	}, Cwd: s.Cwd, Node: cmp.Or(s.Node, node)}
+	if in.User == "root" {
+		in.User = ""
+	}
+	if u := s.Usage; u != nil {
+		in.Usage = &session.Usage{MemoryBytes: u.MemoryBytes, Pids: u.Pids, CPUSeconds: u.CPUSeconds, DiskBytes: u.DiskBytes,
+			NetworkInBytes: u.NetworkInBytes, NetworkOutBytes: u.NetworkOutBytes}
+	}
+	return in
 }
 
 // Process is a durable process as the API shows it.

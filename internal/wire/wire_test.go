@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -98,5 +99,30 @@ func TestSecondsSaturate(t *testing.T) {
 	req, err := ExecRequest(&api.ExecRequest{Command: "x", TimeoutMs: 18446744073710})
 	if err != nil || req.Timeout != math.MaxInt64 {
 		t.Errorf("ExecRequest with timeout_ms 18446744073710: %v, %v", req, err)
+	}
+}
+
+// TestSessionInfoRoundTrip: a session another fleet node listed reads back
+// as the same API session (SessionInfo is Session's inverse).
+func TestSessionInfoRoundTrip(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for _, s := range []api.Session{
+		{ID: "s1", Image: "python", State: "running", CreatedAt: t0, LastUsedAt: t0.Add(time.Minute), ExpiresAt: t0.Add(31 * time.Minute),
+			Cwd: "/work", Limits: api.Limits{MemoryMB: 512, CPUs: 1.5, Pids: 256, DiskMB: 1024}, Network: "open",
+			Labels: map[string]string{"k": "v"}, User: "root", Node: "n2",
+			Usage: &api.Usage{MemoryBytes: 1, Pids: 2, CPUSeconds: 3, DiskBytes: 4, NetworkInBytes: 5, NetworkOutBytes: 6}},
+		{ID: "s2", State: "failed", Reason: "boom", User: "agent", CreatedAt: t0, LastUsedAt: t0, ExpiresAt: t0, Node: "n1"},
+	} {
+		in := SessionInfo(&s, "acme", "ignored")
+		if in.Tenant != "acme" {
+			t.Fatalf("%s: tenant %q, want the caller's", s.ID, in.Tenant)
+		}
+		if got := Session(in); !reflect.DeepEqual(got, s) {
+			t.Fatalf("round trip of %s:\n got %+v\nwant %+v", s.ID, got, s)
+		}
+	}
+	// A peer's session without a node field gets the peer's name.
+	if in := SessionInfo(&api.Session{ID: "x"}, "t", "n3"); in.Node != "n3" {
+		t.Fatalf("node = %q, want n3", in.Node)
 	}
 }

@@ -171,6 +171,31 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// getJSON does req and reads its 200 answer into out.
+func getJSON(req *http.Request, out any) error {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, b)
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// MCP's streamable HTTP: the answer is the event's data.
+		for line := range strings.Lines(string(b)) {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				b = []byte(d)
+			}
+		}
+	}
+	return json.Unmarshal(b, out)
+}
+
 func status(err error) int {
 	var e *client.Error
 	if errors.As(err, &e) {
@@ -796,6 +821,7 @@ func testFleet(t *testing.T, endpoints []string) {
 		}
 		want := map[string][]string{"lista": {"la0", "la1"}, "listb": {"lb2"}}
 		owners := map[string]string{}
+		made := 0
 		for _, tn := range []string{"lista", "listb"} { // in the order all=true lists them
 			for _, id := range want[tn] {
 				n := byName["n"+id[2:]]
@@ -814,6 +840,9 @@ func testFleet(t *testing.T, endpoints []string) {
 					t.Fatal(err)
 				}
 				owners[id] = r.Node
+				// The next placement reads this one's capacity.
+				made++
+				settle(t, quota+made)
 			}
 		}
 		t.Logf("owners: %v", owners)
@@ -854,6 +883,75 @@ func testFleet(t *testing.T, endpoints []string) {
 			exp := []string{"lista/la0/running", "lista/la1/running", "listb/lb2/running"}
 			if st != 200 || !slices.Equal(got, exp) {
 				t.Fatalf("the admin's all=true through %s = %d %v, want %v", n.name, st, got, exp)
+			}
+		}
+		// Every transport lists the fleet's sessions, each with its node
+		// where the transport shows one: REST, Connect, MCP, E2B.
+		for _, n := range nodes {
+			req, _ := http.NewRequest("GET", n.url+"/v1/sessions", nil)
+			req.Header.Set("Authorization", "Bearer "+keys["lista"])
+			var l api.SessionList
+			if err := getJSON(req, &l); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range l.Sessions {
+				if s.Node != owners[s.ID] {
+					t.Fatalf("%s listed through %s on node %q, want %q", s.ID, n.name, s.Node, owners[s.ID])
+				}
+			}
+			auth := connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+				return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+					req.Header().Set("Authorization", "Bearer "+keys["lista"])
+					return next(ctx, req)
+				}
+			}))
+			res, err := warrenv1connect.NewSessionServiceClient(http.DefaultClient, n.url, auth).ListSessions(bg, connect.NewRequest(&warrenv1.ListSessionsRequest{}))
+			if err != nil {
+				t.Fatalf("Connect ListSessions through %s: %v", n.name, err)
+			}
+			var got []string
+			for _, s := range res.Msg.GetSessions() {
+				got = append(got, s.GetId())
+				if s.GetNode() != owners[s.GetId()] {
+					t.Fatalf("Connect listed %s on node %q, want %q", s.GetId(), s.GetNode(), owners[s.GetId()])
+				}
+			}
+			if !slices.Equal(got, want["lista"]) {
+				t.Fatalf("Connect ListSessions through %s = %v, want %v", n.name, got, want["lista"])
+			}
+			req, _ = http.NewRequest("POST", n.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_sessions","arguments":{}}}`))
+			req.Header.Set("Authorization", "Bearer "+keys["lista"])
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			var mcpRes struct {
+				Result struct {
+					StructuredContent api.SessionList `json:"structuredContent"`
+				} `json:"result"`
+			}
+			if err := getJSON(req, &mcpRes); err != nil {
+				t.Fatalf("MCP list_sessions through %s: %v", n.name, err)
+			}
+			got = nil
+			for _, s := range mcpRes.Result.StructuredContent.Sessions {
+				got = append(got, s.ID+"@"+s.Node)
+			}
+			if exp := []string{"la0@" + owners["la0"], "la1@" + owners["la1"]}; !slices.Equal(got, exp) {
+				t.Fatalf("MCP list_sessions through %s = %v, want %v", n.name, got, exp)
+			}
+			req, _ = http.NewRequest("GET", n.url+"/e2b/v2/sandboxes", nil)
+			req.Header.Set("Authorization", "Bearer "+keys["lista"])
+			var sbs []struct{ SandboxID string }
+			if err := getJSON(req, &sbs); err != nil {
+				t.Fatalf("E2B list through %s: %v", n.name, err)
+			}
+			got = nil
+			for _, sb := range sbs {
+				got = append(got, sb.SandboxID)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want["lista"]) {
+				t.Fatalf("E2B list through %s = %v, want %v", n.name, got, want["lista"])
 			}
 		}
 		// The owner of la1 dies: the others still answer, without its
@@ -968,8 +1066,11 @@ func testFleet(t *testing.T, endpoints []string) {
 			if err != nil {
 				return false
 			}
+			// The list is the fleet's: what dead holds itself is what it
+			// lists with its name and not as lost; none of it may be a
+			// session the fleet declared lost.
 			for _, s := range l {
-				if r, err := reg.GetSession(bg, daemon.BootstrapTenant, s.ID); err != nil || r.Node != dead.name {
+				if s.Node == dead.name && s.State != "lost" && slices.Contains(lost, s.ID) {
 					return false
 				}
 			}

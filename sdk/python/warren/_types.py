@@ -97,6 +97,8 @@ class SessionInfo:
     usage: Optional[Usage] = None
     reason: str = ""
     tenant: str = ""
+    #: In a fleet's lists, the node that holds the session.
+    node: str = ""
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "SessionInfo":

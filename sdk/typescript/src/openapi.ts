@@ -1583,6 +1583,11 @@ export interface components {
             usage?: components["schemas"]["Usage"];
             /** @description Why the session is in state `failed`. */
             reason?: string;
+            /**
+             * @description In a fleet's lists, the node that holds the session (docs/FLEET.md); absent on a single node.
+             * @example n1
+             */
+            node?: string;
         };
         /** @description The body of `GET /v1/sessions`. */
         SessionList: {

@@ -260,7 +260,8 @@ type Session struct {
 	// The tenant owning the session; set when an admin lists every tenant's.
 	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	Image  string `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
-	// One of creating, running, deleting, failed.
+	// One of creating, running, deleting, failed (lost in a fleet's list,
+	// for a session lost with its node).
 	State      string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	LastUsedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
@@ -275,7 +276,10 @@ type Session struct {
 	// Live usage, for a running session.
 	Usage *Usage `protobuf:"bytes,13,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Why a session is in state failed.
-	Reason        string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	// In a fleet's lists, the node that holds the session (docs/FLEET.md);
+	// empty on a single node.
+	Node          string `protobuf:"bytes,15,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,6 +408,13 @@ func (x *Session) GetUsage() *Usage {
 func (x *Session) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *Session) GetNode() string {
+	if x != nil {
+		return x.Node
 	}
 	return ""
 }
@@ -3990,7 +4001,7 @@ const file_warren_v1_warren_proto_rawDesc = "" +
 	"\n" +
 	"disk_bytes\x18\x04 \x01(\x03R\tdiskBytes\x12(\n" +
 	"\x10network_in_bytes\x18\x05 \x01(\x04R\x0enetworkInBytes\x12*\n" +
-	"\x11network_out_bytes\x18\x06 \x01(\x04R\x0fnetworkOutBytes\"\xaf\x04\n" +
+	"\x11network_out_bytes\x18\x06 \x01(\x04R\x0fnetworkOutBytes\"\xc3\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -4009,7 +4020,8 @@ const file_warren_v1_warren_proto_rawDesc = "" +
 	"\x06labels\x18\v \x03(\v2\x1e.warren.v1.Session.LabelsEntryR\x06labels\x12\x12\n" +
 	"\x04user\x18\f \x01(\tR\x04user\x12&\n" +
 	"\x05usage\x18\r \x01(\v2\x10.warren.v1.UsageR\x05usage\x12\x16\n" +
-	"\x06reason\x18\x0e \x01(\tR\x06reason\x1a9\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\x12\x12\n" +
+	"\x04node\x18\x0f \x01(\tR\x04node\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x04\n" +
