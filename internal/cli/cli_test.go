@@ -209,6 +209,17 @@ func TestCommands(t *testing.T) {
 				"old   -       failed   2d ago   expired  -\n",
 		},
 		{
+			name: "session ls in a fleet",
+			args: []string{"session", "ls"},
+			routes: map[string]reply{"GET /v1/sessions": {status: 200,
+				body: mustJSON(t, api.SessionList{Sessions: []api.Session{withNode(demo, "n1"), withNode(old, "n2")}})}},
+			wantCalls: []call{{Method: "GET", Path: "/v1/sessions"}},
+			wantStdout: "" +
+				"ID    IMAGE   STATE    CREATED  EXPIRES  MEMORY        NODE\n" +
+				"demo  python  running  5m ago   in 25m   12MiB/512MiB  n1\n" +
+				"old   -       failed   2d ago   expired  -             n2\n",
+		},
+		{
 			name:       "session ls --json, none",
 			args:       []string{"session", "ls", "--json"},
 			routes:     map[string]reply{"GET /v1/sessions": {status: 200, body: `{"sessions":[]}`}},
@@ -1051,4 +1062,10 @@ func TestFormatting(t *testing.T) {
 	if got := millisUp(1500 * time.Microsecond); got != 2 {
 		t.Errorf("millisUp(1.5ms) = %d, want 2", got)
 	}
+}
+
+// withNode is s as a fleet lists it, held by node.
+func withNode(s api.Session, node string) api.Session {
+	s.Node = node
+	return s
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -145,13 +146,23 @@ func newSessionListCommand(a *app) *cobra.Command {
 			if all {
 				fmt.Fprint(tw, "TENANT\t")
 			}
-			fmt.Fprintln(tw, "ID\tIMAGE\tSTATE\tCREATED\tEXPIRES\tMEMORY")
+			// A fleet names each session's node: a NODE column then.
+			fleet := slices.ContainsFunc(sessions, func(s api.Session) bool { return s.Node != "" })
+			fmt.Fprint(tw, "ID\tIMAGE\tSTATE\tCREATED\tEXPIRES\tMEMORY")
+			if fleet {
+				fmt.Fprint(tw, "\tNODE")
+			}
+			fmt.Fprintln(tw)
 			for _, s := range sessions {
 				if all {
 					fmt.Fprintf(tw, "%s\t", orDash(s.Tenant))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n",
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s",
 					s.ID, orDash(s.Image), s.State, age(now, s.CreatedAt), until(now, s.ExpiresAt), memory(&s))
+				if fleet {
+					fmt.Fprintf(tw, "\t%s", orDash(s.Node))
+				}
+				fmt.Fprintln(tw)
 			}
 			return tw.Flush()
 		},
