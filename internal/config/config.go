@@ -38,6 +38,9 @@ type Config struct {
 	// PprofListen, if set, is a loopback address where the daemon serves
 	// net/http/pprof, without authentication: for profiling on the host.
 	PprofListen string
+	// TLSCertFile and TLSKeyFile, if set, make the daemon serve HTTPS
+	// (HTTP/1.1 and HTTP/2 by ALPN) instead of cleartext on Listen.
+	TLSCertFile, TLSKeyFile string
 	// AllowNoUserNS lets the daemon run where user namespaces are not
 	// available; sandboxed code then runs as an unprivileged host user.
 	AllowNoUserNS bool
@@ -198,6 +201,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Shutdown != ShutdownKeep && c.Shutdown != ShutdownDestroy {
 		return fmt.Errorf("shutdown %q: use keep or destroy", c.Shutdown)
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return fmt.Errorf("tls_cert_file and tls_key_file go together")
 	}
 	if c.PprofListen != "" {
 		host, _, err := net.SplitHostPort(c.PprofListen)
@@ -373,6 +379,10 @@ func (c *Config) checkFleet() error {
 		}
 	} else if host, _, _ := net.SplitHostPort(c.Listen); host == "" || net.ParseIP(host).IsUnspecified() {
 		return fmt.Errorf("fleet.advertise: the daemon listens on %s, a wildcard; say which address other nodes reach it at (--fleet-advertise http://HOST:PORT)", c.Listen)
+	} else if c.TLSCertFile != "" {
+		// The default would be https://IP:PORT, which a certificate
+		// rarely names.
+		return fmt.Errorf("fleet.advertise: with tls_cert_file, say which https:// URL (a name the certificate holds) other nodes reach this daemon at")
 	}
 	if (f.EtcdCertFile == "") != (f.EtcdKeyFile == "") {
 		return fmt.Errorf("fleet.etcd_cert_file and fleet.etcd_key_file go together")

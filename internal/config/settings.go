@@ -52,6 +52,8 @@ var settings = []Setting{
 	setting("log_format", "log-format", "log format: json or text", func(c *Config) any { return &c.LogFormat }),
 	setting("log_level", "log-level", "log level: debug, info, warn or error", func(c *Config) any { return &c.LogLevel }),
 	setting("shutdown", "shutdown", "what stopping does to running sessions: keep (the next start adopts them) or destroy", func(c *Config) any { return &c.Shutdown }),
+	setting("tls_cert_file", "tls-cert-file", "PEM file of the certificate (chain) to serve HTTPS with on listen, HTTP/1.1 and HTTP/2 (empty: cleartext, with HTTP/2 for gRPC as h2c); read again within 10 s when it changes, so a renewal needs no restart", func(c *Config) any { return &c.TLSCertFile }),
+	setting("tls_key_file", "tls-key-file", "PEM file of tls_cert_file's private key", func(c *Config) any { return &c.TLSKeyFile }),
 	setting("pprof_listen", "pprof-listen", "loopback address to serve Go's profiler (net/http/pprof) on, for profiling the daemon (empty: off)", func(c *Config) any { return &c.PprofListen }),
 	setting("shutdown_grace", "shutdown-grace", "how long in-flight requests may run after a stop signal", func(c *Config) any { return &c.ShutdownGrace }),
 	setting("allow_no_userns", "allow-no-userns", "run where user namespaces are unavailable: sandboxed code then runs as an unprivileged host user, not as root in its own namespace", func(c *Config) any { return &c.AllowNoUserNS }),
@@ -126,6 +128,7 @@ var settings = []Setting{
 	setting("fleet.node_ttl", "fleet-node-ttl", "lease of this node's registry entry: this long after its last renewal the fleet counts the node dead and answers 503 for its sessions (whole seconds)", func(c *Config) any { return &c.Fleet.NodeTTL }),
 	setting("fleet.lost_grace", "fleet-lost-grace", "how long after a node was counted dead its sessions are declared lost, their quota given back, and the node made to delete them if it returns", func(c *Config) any { return &c.Fleet.LostGrace }),
 	setting("fleet.prefix", "fleet-prefix", "etcd key prefix of the fleet's records (two fleets may share one etcd under two prefixes)", func(c *Config) any { return &c.Fleet.Prefix }),
+	setting("fleet.ca_file", "fleet-ca-file", "PEM file of the CAs that sign the other nodes' serving certificates, for forwarding to nodes advertised at https:// (empty: the host's roots)", func(c *Config) any { return &c.Fleet.CAFile }),
 	setting("fleet.etcd_ca_file", "fleet-etcd-ca-file", "PEM file of the CAs that sign etcd's server certificates (empty: the host's roots, for https endpoints)", func(c *Config) any { return &c.Fleet.EtcdCAFile }),
 	setting("fleet.etcd_cert_file", "fleet-etcd-cert-file", "PEM client certificate presented to etcd (with fleet.etcd_key_file)", func(c *Config) any { return &c.Fleet.EtcdCertFile }),
 	setting("fleet.etcd_key_file", "fleet-etcd-key-file", "PEM key of fleet.etcd_cert_file", func(c *Config) any { return &c.Fleet.EtcdKeyFile }),
@@ -142,6 +145,9 @@ type Fleet struct {
 	Etcd      []string
 	Node      string
 	Advertise string
+	// CAFile holds the CAs of the other nodes' certificates (https://
+	// advertise URLs); empty: the host's roots.
+	CAFile    string
 	NodeTTL   time.Duration
 	LostGrace time.Duration
 	Prefix    string

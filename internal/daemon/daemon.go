@@ -331,7 +331,8 @@ func (d *Daemon) API() *httpapi.Server { return d.api }
 // every session and releases the data directory.
 func (d *Daemon) Serve(ctx context.Context) error {
 	// One port for every transport: HTTP/1.1, and HTTP/2 in cleartext
-	// (h2c) for gRPC.
+	// (h2c) for gRPC. With TLS the daemon terminates it below net/http
+	// (edge.TLSListener), which then sees the same cleartext protocols.
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
@@ -342,14 +343,23 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
-	var err error
+	tlsCfg, err := d.serverTLS()
+	if err != nil {
+		return errors.Join(err, d.Shutdown())
+	}
+	// edge.Listener: net/http's own error answers in the envelope.
+	ln, scheme := edge.Listener(d.ln), "http://"
+	if tlsCfg != nil {
+		ln, scheme = edge.TLSListener(d.ln, tlsCfg), "https://"
+		d.srv.ConnContext = edge.TLSConnContext
+		d.srv.Handler = edge.TLSRequests(d.handler)
+	}
 	if d.pprof, err = d.servePprof(); err != nil {
 		return errors.Join(fmt.Errorf("profiler: %w", err), d.Shutdown())
 	}
 	errc := make(chan error, 1)
-	// edge.Listener: net/http's own error answers in the envelope.
-	go func() { errc <- d.srv.Serve(edge.Listener(d.ln)) }()
-	d.log.Info("warren is serving", "addr", "http://"+d.ln.Addr().String(), "data_dir", d.cfg.DataDir, "cgroup", fmt.Sprintf("v%d", d.cgroups.Version()), "version", Version)
+	go func() { errc <- d.srv.Serve(ln) }()
+	d.log.Info("warren is serving", "addr", scheme+d.ln.Addr().String(), "data_dir", d.cfg.DataDir, "cgroup", fmt.Sprintf("v%d", d.cgroups.Version()), "version", Version)
 	var serveErr error
 	select {
 	case <-ctx.Done():

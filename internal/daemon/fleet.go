@@ -33,6 +33,9 @@ type fleetNode struct {
 	manager atomic.Pointer[session.Manager]
 	// auth keeps API keys and tenants' settings in the registry.
 	auth *fleet.AuthStore
+	// clientTLS checks the other nodes' certificates (fleet.ca_file; nil:
+	// the host's roots).
+	clientTLS *tls.Config
 }
 
 // authStore is where keys and tenants' settings live: the local store, or
@@ -88,13 +91,16 @@ func (d *Daemon) startFleet(ctx context.Context) error {
 	if addr == "" {
 		addr = "http://" + d.ln.Addr().String()
 	}
+	var err error
+	if f.clientTLS, err = fleetClientTLS(fc.CAFile); err != nil {
+		return err
+	}
 	endpoints := fc.Etcd
 	if fc.Embedded {
 		clientURL := fc.ClientURL
 		if clientURL == "" {
 			clientURL = "http://127.0.0.1:2379"
 		}
-		var err error
 		f.member, err = etcdmember.Start(etcdmember.Config{Name: name, Dir: filepath.Join(d.cfg.DataDir, "etcd"),
 			ClientURL: clientURL, InitialCluster: fc.InitialCluster, Token: "warren" + fc.Prefix})
 		if err != nil {
@@ -104,7 +110,6 @@ func (d *Daemon) startFleet(ctx context.Context) error {
 			endpoints = []string{clientURL}
 		}
 	}
-	var err error
 	if f.reg, err = openRegistry(fc, endpoints); err != nil {
 		return err
 	}
@@ -164,7 +169,7 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 		return next
 	}
 	n := d.fleet.node
-	f := &edge.Forwarding{Node: n.Name(), Secret: n.Secret, PreviewDomain: d.cfg.PreviewDomain,
+	f := &edge.Forwarding{Node: n.Name(), Secret: n.Secret, PreviewDomain: d.cfg.PreviewDomain, TLS: d.fleet.clientTLS,
 		Credentials: e2b.WarrenCredentials,
 		LocateID: func(id string) edge.Owner {
 			r, ok := n.Cache().LookupID(id, n.Name())

@@ -56,6 +56,12 @@ type node struct {
 	killed bool
 	// etcd, if set, is the node's --fleet-etcd instead of the fleet's.
 	etcd string
+	// listen, if set, is the node's --listen (default 127.0.0.1:0);
+	// extra are more flags of warren serve; hc, if set, is the client's
+	// HTTP client (TLS roots).
+	listen string
+	extra  []string
+	hc     *http.Client
 }
 
 type fleetT struct {
@@ -70,11 +76,12 @@ type fleetT struct {
 func (f *fleetT) start(n *node) {
 	t := f.t
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", "--listen", "127.0.0.1:0", "--data-dir", n.dataDir,
+	cmd := exec.Command(os.Args[0], "serve", "--listen", cmp.Or(n.listen, "127.0.0.1:0"), "--data-dir", n.dataDir,
 		"--cgroup-parent", n.parent, "--cgroup-favor-dynmods=false", "--shutdown", "destroy", "--log-format", "json",
 		"--pool-size", "0", "--tenant-max-sessions", fmt.Sprint(quota), "--max-sessions", fmt.Sprint(capacity), "--rate-limit", "0", "--preview-domain", "preview.test",
 		"--fleet-etcd", cmp.Or(n.etcd, f.endpoints), "--fleet-node", n.name, "--fleet-prefix", f.prefix,
 		"--fleet-node-ttl", ttl.String(), "--fleet-lost-grace", grace.String())
+	cmd.Args = append(cmd.Args, n.extra...)
 	cmd.Env = append(os.Environ(), "WARREN_LISTEN=", "WARREN_DATA_DIR=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -117,6 +124,9 @@ func (f *fleetT) start(n *node) {
 	}
 	n.key = strings.TrimSpace(string(key))
 	n.c = client.New(n.url, client.WithToken(n.key))
+	if n.hc != nil {
+		n.c = client.New(n.url, client.WithToken(n.key), client.WithHTTPClient(n.hc))
+	}
 	// A node takes creates once it compared its sessions with the
 	// registry (and fenced what the fleet gave away); until then a
 	// create answers 503.
@@ -1168,7 +1178,7 @@ func processEtcd(t testing.TB, bin string) []string {
 
 // newFleet starts count daemons over the etcd at endpoints, and stops
 // them when tb ends.
-func newFleet(t testing.TB, count int, endpoints []string, etcdOf ...func(i int) string) (*fleetT, []*node, *etcdreg.Registry) {
+func newFleet(t testing.TB, count int, endpoints []string, setup ...func(i int, n *node)) (*fleetT, []*node, *etcdreg.Registry) {
 	logf, err := os.Create(filepath.Join(t.TempDir(), "daemons.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -1183,8 +1193,8 @@ func newFleet(t testing.TB, count int, endpoints []string, etcdOf ...func(i int)
 	for i := range count {
 		n := &node{name: fmt.Sprint("n", i), dataDir: testutil.TraversableDir(t),
 			parent: fmt.Sprintf("%s%d-fleet%d", testutil.TestCgroupPrefix, os.Getpid(), i)}
-		if len(etcdOf) > 0 {
-			n.etcd = etcdOf[0](i)
+		for _, f := range setup {
+			f(i, n)
 		}
 		testutil.CheckLeaks(t, n.parent, filepath.Join(n.dataDir, "sessions"))
 		nodes = append(nodes, n)
@@ -1360,11 +1370,10 @@ func TestFleetNodeCutOff(t *testing.T) {
 	for _, ep := range eps {
 		proxied = append(proxied, cut.proxy(t, ep))
 	}
-	_, nodes, reg := newFleet(t, 2, eps, func(i int) string {
+	_, nodes, reg := newFleet(t, 2, eps, func(i int, n *node) {
 		if i == 0 {
-			return strings.Join(proxied, ",")
+			n.etcd = strings.Join(proxied, ",")
 		}
-		return ""
 	})
 	n0, n1 := nodes[0], nodes[1]
 	// A session on n0: created through n0 until placement puts one there.
