@@ -32,6 +32,7 @@ type Edge struct {
 	limits *limiters
 
 	browsers *browserSessions // the console's signed-in browsers (browser.go)
+	hops     *hopNonces       // fleet hops served, against replays (forward.go)
 }
 
 // New returns an Edge.
@@ -40,7 +41,7 @@ func New(cfg Config) *Edge {
 		cfg.Log = slog.Default()
 	}
 	return &Edge{auth: cfg.Auth, audit: cfg.Audit, log: cfg.Log, limits: newLimiters(cfg.RateLimit, cfg.RateBurst),
-		browsers: newBrowserSessions()}
+		browsers: newBrowserSessions(), hops: newHopNonces()}
 }
 
 // Authenticator is the authenticator callers are admitted with; nil when

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/base64"
@@ -15,6 +16,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/auth"
@@ -122,6 +124,10 @@ type forwarded struct {
 	// names no caller, marks the hop only, and the owner authenticates
 	// the request itself.
 	Anon bool `json:"n,omitempty"`
+	// Nonce makes each signature once-only: the receiving node refuses a
+	// nonce it has seen (hopNonces), so a hop captured on the wire cannot
+	// be sent again while it is valid.
+	Nonce string `json:"o"`
 }
 
 type forwardedKey struct{}
@@ -136,11 +142,14 @@ func forwardedIdentity(ctx context.Context) *auth.Identity {
 // sign returns the header value for the caller who, for r; a nil who is
 // an anonymous hop (forwarded.Anon).
 func sign(secret []byte, who *auth.Identity, r *http.Request, from string) string {
-	if who == nil {
-		return encode(secret, forwarded{Anon: true, Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix()})
+	var nonce [12]byte
+	_, _ = rand.Read(nonce[:]) // crypto/rand.Read does not fail (Go 1.24)
+	f := forwarded{Anon: true, Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix(),
+		Nonce: base64.RawURLEncoding.EncodeToString(nonce[:])}
+	if who != nil {
+		f.Anon, f.Tenant, f.KeyID, f.Subject, f.Admin, f.Method = false, who.Tenant, who.KeyID, who.Subject, who.Admin, who.Method
 	}
-	return encode(secret, forwarded{Tenant: who.Tenant, KeyID: who.KeyID, Subject: who.Subject, Admin: who.Admin, Method: who.Method,
-		Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix()})
+	return encode(secret, f)
 }
 
 func encode(secret []byte, f forwarded) string {
@@ -151,31 +160,87 @@ func encode(secret []byte, f forwarded) string {
 }
 
 // verify checks a ForwardHeader value against r and returns its caller,
-// nil for an anonymous hop.
-func verify(secret []byte, v string, r *http.Request) (*auth.Identity, string, error) {
+// nil for an anonymous hop, and the signed content. It does not check the
+// nonce: Edge.verifyHop does.
+func verify(secret []byte, v string, r *http.Request) (*auth.Identity, forwarded, error) {
 	bad := errdefs.New(errdefs.ErrUnauthenticated, "the %s header does not carry a valid signature of a fleet node", ForwardHeader)
 	p, s, ok := strings.Cut(v, ".")
 	if !ok || len(secret) == 0 {
-		return nil, "", bad
+		return nil, forwarded{}, bad
 	}
 	b, err1 := base64.RawURLEncoding.DecodeString(p)
 	sig, err2 := base64.RawURLEncoding.DecodeString(s)
 	if err1 != nil || err2 != nil {
-		return nil, "", bad
+		return nil, forwarded{}, bad
 	}
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(b)
 	if !hmac.Equal(sig, mac.Sum(nil)) {
-		return nil, "", bad
+		return nil, forwarded{}, bad
 	}
 	var f forwarded
 	if json.Unmarshal(b, &f) != nil || f.Request != r.Method+" "+r.URL.EscapedPath() || time.Now().Unix() > f.Expires || (f.Tenant == "") != f.Anon {
-		return nil, "", bad
+		return nil, forwarded{}, bad
+	}
+	if f.Expires > time.Now().Add(2*forwardTTL).Unix() {
+		// Valid for longer than any node signs for: a clock far ahead,
+		// or a hop meant to outlive the replay guard's memory.
+		return nil, forwarded{}, bad
 	}
 	if f.Anon {
-		return nil, f.From, nil
+		return nil, f, nil
 	}
-	return &auth.Identity{Tenant: f.Tenant, KeyID: f.KeyID, Subject: f.Subject, Admin: f.Admin, Method: f.Method}, f.From, nil
+	return &auth.Identity{Tenant: f.Tenant, KeyID: f.KeyID, Subject: f.Subject, Admin: f.Admin, Method: f.Method}, f, nil
+}
+
+// verifyHop is verify, and the hop's nonce must be new here: a hop is
+// served once. A hop without a nonce (from a node of an older version,
+// during a rolling upgrade) passes.
+func (e *Edge) verifyHop(secret []byte, v string, r *http.Request) (*auth.Identity, string, error) {
+	who, f, err := verify(secret, v, r)
+	if err != nil {
+		return nil, "", err
+	}
+	if f.Nonce != "" && !e.hops.fresh(f.Nonce) {
+		e.log.Warn("refused a fleet hop sent a second time", "from", f.From, "request", f.Request)
+		return nil, "", errdefs.New(errdefs.ErrUnauthenticated, "the %s header was used before: a fleet node signs each forwarded request once", ForwardHeader)
+	}
+	return who, f.From, nil
+}
+
+// hopNonces remembers the nonces of the hops served, for as long as they
+// could verify (2*forwardTTL at most, verify refuses longer): two
+// generations of that length, the older dropped whole at each turn, so
+// remembering costs O(1) per hop and memory for at most 4*forwardTTL of
+// forwarded requests (about 60 bytes each).
+type hopNonces struct {
+	mu        sync.Mutex
+	cur, prev map[string]struct{}
+	since     time.Time
+}
+
+func newHopNonces() *hopNonces {
+	return &hopNonces{cur: map[string]struct{}{}, prev: map[string]struct{}{}, since: time.Now()}
+}
+
+// fresh reports whether nonce is new, and remembers it.
+func (h *hopNonces) fresh(nonce string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if age := time.Since(h.since); age >= 2*forwardTTL {
+		h.prev, h.cur, h.since = h.cur, map[string]struct{}{}, time.Now()
+		if age >= 4*forwardTTL {
+			h.prev = map[string]struct{}{}
+		}
+	}
+	if _, ok := h.cur[nonce]; ok {
+		return false
+	}
+	if _, ok := h.prev[nonce]; ok {
+		return false
+	}
+	h.cur[nonce] = struct{}{}
+	return true
 }
 
 // SessionOfPath returns the session a REST path names
@@ -258,7 +323,7 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this fleet node cannot check forwarded requests yet (no fleet secret)"))
 				return
 			}
-			who, from, err := verify(secret, v, r)
+			who, from, err := e.verifyHop(secret, v, r)
 			if err != nil {
 				e.WriteError(w, r, err)
 				return

@@ -56,7 +56,7 @@ func (e *Edge) verifyListHop(f *Forwarding, w http.ResponseWriter, r *http.Reque
 		e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this fleet node cannot check forwarded requests yet (no fleet secret)"))
 		return
 	}
-	who, _, err := verify(secret, v, r)
+	who, _, err := e.verifyHop(secret, v, r)
 	if err == nil && who == nil {
 		err = errdefs.New(errdefs.ErrUnauthenticated, "a list of sessions names its caller")
 	}

@@ -124,6 +124,7 @@ func TestForwardedHeaderCannotBeForged(t *testing.T) {
 		want                 int
 	}{
 		{"valid", "GET", good, 200},
+		{"replayed", "GET", good, 401}, // each hop is served once
 		{"another method", "DELETE", good, 401},
 		{"another secret", "GET", sign([]byte(strings.Repeat("x", 32)), &auth.Identity{Tenant: "t1"}, req, "a"), 401},
 		{"tampered", "GET", strings.Replace(good, good[:4], "AAAA", 1), 401},
@@ -140,6 +141,11 @@ func TestForwardedHeaderCannotBeForged(t *testing.T) {
 			}
 		})
 	}
+	// A hop signed for longer than nodes sign for (a clock far ahead).
+	long := forwarded{Tenant: "t1", Request: "GET /v1/sessions/s", Expires: time.Now().Add(3 * forwardTTL).Unix(), Nonce: "n"}
+	if _, _, err := verify(tn.secret, encode(tn.secret, long), req); err == nil {
+		t.Fatal("a signature valid for 90 s verified")
+	}
 	// An expired signature.
 	f := forwarded{Tenant: "t1", Request: "GET /v1/sessions/s", Expires: time.Now().Add(-time.Second).Unix()}
 	if _, _, err := verify(tn.secret, encode(tn.secret, f), req); err == nil {
@@ -147,8 +153,8 @@ func TestForwardedHeaderCannotBeForged(t *testing.T) {
 	}
 	// An anonymous hop names no caller; one that also names a tenant, or
 	// a signed caller without one, is refused.
-	if who, from, err := verify(tn.secret, sign(tn.secret, nil, req, "a"), req); err != nil || who != nil || from != "a" {
-		t.Fatalf("anonymous hop = %v, %q, %v; want no caller from a", who, from, err)
+	if who, f, err := verify(tn.secret, sign(tn.secret, nil, req, "a"), req); err != nil || who != nil || f.From != "a" {
+		t.Fatalf("anonymous hop = %v, %q, %v; want no caller from a", who, f.From, err)
 	}
 	exp := time.Now().Add(time.Minute).Unix()
 	for _, f := range []forwarded{
@@ -237,5 +243,25 @@ func TestForwardOverTLS(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || string(body) != "b default tls=true proto=2" {
 		t.Fatalf("HTTP/2 forwarded over TLS = %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestHopNonces: a nonce is fresh once, remembered across one turn of the
+// generations and forgotten after two.
+func TestHopNonces(t *testing.T) {
+	h := newHopNonces()
+	if !h.fresh("a") || h.fresh("a") {
+		t.Fatal("a nonce was fresh twice, or not at first")
+	}
+	h.since = h.since.Add(-2 * forwardTTL) // one turn: "a" is in prev
+	if h.fresh("a") {
+		t.Fatal("a nonce was forgotten after one turn")
+	}
+	if !h.fresh("b") {
+		t.Fatal("a new nonce was refused")
+	}
+	h.since = h.since.Add(-4 * forwardTTL) // long idle: both generations go
+	if !h.fresh("a") || !h.fresh("b") {
+		t.Fatal("nonces outlived 4*forwardTTL")
 	}
 }
