@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -244,8 +245,9 @@ func doctorCmd() *cobra.Command {
 		Long: `Check the host: kernel, privileges, namespaces, overlayfs, seccomp, cgroups
 (v1 or v2, and which controllers warren can use), the data directory, what
 sessions with a network need (veth, nf_tables, IPv4 forwarding, other
-firewalls), and finally start a real sandbox on the data directory's
-filesystem. Exits 1 if the
+firewalls), the serving certificate (with tls_cert_file: it loads, is valid
+and not about to end, and names fleet.advertise), and finally start a real
+sandbox on the data directory's filesystem. Exits 1 if the
 daemon cannot run. The data directory and cgroup parent are the daemon's: from
 --config (or WARREN_CONFIG), the environment, or the flags here.`,
 		Args: cobra.NoArgs,
@@ -255,6 +257,7 @@ daemon cannot run. The data directory and cgroup parent are the daemon's: from
 				return err
 			}
 			checks := doctor.Run(cmd.Context(), doctor.Options{DataDir: cfg.DataDir, CgroupParent: cfg.CgroupParent})
+			checks = append(checks, doctor.CheckTLS(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Fleet.Advertise, time.Now())...)
 			checks = append(checks, fleetChecks(cmd.Context(), cfg)...)
 			doctor.Print(cmd.OutOrStdout(), checks)
 			if doctor.Failed(checks) {
@@ -264,7 +267,7 @@ daemon cannot run. The data directory and cgroup parent are the daemon's: from
 			return nil
 		},
 	}
-	cf = addConfigFlags(cmd, append([]string{"data_dir", "cgroup_parent"}, fleetKeys...)...)
+	cf = addConfigFlags(cmd, append([]string{"data_dir", "cgroup_parent", "tls_cert_file", "tls_key_file", "fleet.advertise"}, fleetKeys...)...)
 	return cmd
 }
 
