@@ -282,6 +282,10 @@ func (d *Daemon) openEdge(ctx context.Context) error {
 		RateBurst: d.cfg.Auth.RateBurst,
 		Log:       d.log,
 	})
+	if d.fleet != nil {
+		// Each caller's rate limit holds across the fleet.
+		d.fleet.node.ShareRates(d.edge.RateCounts, d.edge.SetRateShares)
+	}
 	return nil
 }
 

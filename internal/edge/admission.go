@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -138,13 +139,19 @@ type limiters struct {
 	limit rate.Limit
 	burst int
 
-	mu sync.Mutex // guards m
+	mu sync.Mutex // guards m and shares
 	m  map[string]*limiterEntry
+	// shares, in a fleet, are the parts of each caller's limit this node
+	// may use (SetRateShares); a caller without one has it all.
+	shares map[string]float64
 }
 
 type limiterEntry struct {
 	l    *rate.Limiter
 	used time.Time
+	// asked counts the caller's requests since RateCounts last read them
+	// (refused ones too: the share follows demand).
+	asked int64
 }
 
 // maxLimiters bounds the table: past it, buckets idle for a minute (full
@@ -175,9 +182,13 @@ func (l *limiters) allow(id *auth.Identity) error {
 			}
 		}
 		e = &limiterEntry{l: rate.NewLimiter(l.limit, l.burst)}
+		if sh, ok := l.shares[k]; ok {
+			l.applyShare(e, sh, now)
+		}
 		l.m[k] = e
 	}
 	e.used = now
+	e.asked++
 	res := e.l.ReserveN(now, 1)
 	delay := res.DelayFrom(now)
 	if delay > 0 {
@@ -189,4 +200,54 @@ func (l *limiters) allow(id *auth.Identity) error {
 			"rate limit: this key may make %g requests per second (bursts of %d); retry in %v", float64(l.limit), l.burst, delay.Round(time.Millisecond))
 	}
 	return nil
+}
+
+// applyShare sets e's bucket to share of the caller's limit and burst (a
+// burst of one at least, so that a caller is never shut out here).
+//
+// Preconditions: l.mu is held.
+func (l *limiters) applyShare(e *limiterEntry, share float64, now time.Time) {
+	e.l.SetLimitAt(now, l.limit*rate.Limit(share))
+	e.l.SetBurstAt(now, max(1, int(math.Round(float64(l.burst)*share))))
+}
+
+// RateCounts returns how many requests each caller made here since the
+// last call (callers that made none are left out), for a fleet to share
+// the callers' limits between its nodes (docs/FLEET.md, "Tenants, keys,
+// quotas, rate limits"). nil without a rate limit.
+func (e *Edge) RateCounts() map[string]int64 {
+	l := e.limits
+	if l == nil || l.limit <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int64{}
+	for k, en := range l.m {
+		if en.asked > 0 {
+			out[k] = en.asked
+			en.asked = 0
+		}
+	}
+	return out
+}
+
+// SetRateShares gives each caller named in shares that part (0 to 1] of its
+// limit on this node; the others get all of it.
+func (e *Edge) SetRateShares(shares map[string]float64) {
+	l := e.limits
+	if l == nil || l.limit <= 0 {
+		return
+	}
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.shares = shares
+	for k, en := range l.m {
+		sh, ok := shares[k]
+		if !ok {
+			sh = 1
+		}
+		l.applyShare(en, sh, now)
+	}
 }
