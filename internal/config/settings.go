@@ -93,7 +93,7 @@ var settings = []Setting{
 
 	setting("auth.disabled", "no-auth", "serve every caller as admin of the tenant \"default\" (loopback only, unless insecure)", func(c *Config) any { return &c.Auth.Disabled }),
 	setting("auth.insecure", "insecure", "allow auth.disabled on a non-loopback address", func(c *Config) any { return &c.Auth.Insecure }),
-	setting("auth.rate_limit", "rate-limit", "requests per second one API key or JWT subject may make (0: unlimited)", func(c *Config) any { return &c.Auth.RateLimit }),
+	setting("auth.rate_limit", "rate-limit", "requests per second one API key or JWT subject may make (0: unlimited); in a fleet, across all its nodes", func(c *Config) any { return &c.Auth.RateLimit }),
 	setting("auth.rate_burst", "rate-burst", "burst of requests one API key may make above the rate limit", func(c *Config) any { return &c.Auth.RateBurst }),
 
 	setting("auth.jwt.secret_file", "jwt-secret-file", "accept HS256 JWTs signed with the secret (at least 32 bytes) in this file", func(c *Config) any { return &c.Auth.JWTSecretFile }),
