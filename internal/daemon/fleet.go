@@ -154,6 +154,9 @@ func (d *Daemon) fleetRecovered() {
 			return
 		}
 		d.log.Info("fleet node ready", "node", f.node.Name())
+		// Moves this node's sessions away while it is marked so (warren
+		// node drain --move).
+		f.node.StartMover(d.manager)
 	}()
 }
 

@@ -129,6 +129,16 @@ func sign(secret []byte, who *auth.Identity, r *http.Request, from string) strin
 		Request: r.Method + " " + r.URL.EscapedPath(), From: from, Expires: time.Now().Add(forwardTTL).Unix()})
 }
 
+// SignHop marks r as a request fleet node from makes itself for tenant
+// (subject names what makes it, in the owner's audit records): the node
+// that receives it admits it as that tenant, like a forwarded request, and
+// forwards it no further. A node moving a session away (fleet's mover)
+// reaches the target's snapshots and creates so. Set r's method and URL
+// first: the signature holds for them only.
+func SignHop(secret []byte, r *http.Request, tenant, subject, from string) {
+	r.Header.Set(ForwardHeader, sign(secret, &auth.Identity{Tenant: tenant, Subject: subject, Method: "fleet"}, r, from))
+}
+
 func encode(secret []byte, f forwarded) string {
 	b, _ := json.Marshal(f)
 	mac := hmac.New(sha256.New, secret)
@@ -231,7 +241,9 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 		// A gRPC or Connect call without SessionHeader names its session
 		// in its message: peeked below (peekRPC).
 		rpc := id == "" && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/warren.v1.") && r.URL.Path != rpcRun && r.URL.Path != rpcCreate
-		if id == "" && !create && !mcp && !rpc {
+		// A signed hop to a path that names no session (a fleet node's
+		// own call, SignHop) is checked below like a forwarded request.
+		if id == "" && !create && !mcp && !rpc && r.Header.Get(ForwardHeader) == "" {
 			next.ServeHTTP(w, r)
 			return
 		}

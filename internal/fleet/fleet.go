@@ -260,7 +260,7 @@ func (s *store) CreateSession(ctx context.Context, rec *session.Session) error {
 	if !n.member.Registered() {
 		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node is not registered in the fleet (its registry is unreachable); it takes no new sessions until it is")
 	}
-	if n.cache.Draining(n.cfg.Name) {
+	if n.cache.Draining(n.cfg.Name) && ctx.Value(moveBackKey{}) == nil { // the mover's re-create of a session it could not move
 		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node is draining; it takes no new sessions")
 	}
 	var q registry.Quota

@@ -6,7 +6,8 @@
 // Key layout, under a prefix (default /warren/fleet/):
 //
 //	nodes/NODE              JSON registry.Node, bound to the node's lease
-//	drain/NODE              present while NODE is draining (no lease)
+//	drain/NODE              present while NODE is draining (no lease):
+//	                        empty, or "move" when NODE moves its sessions
 //	sessions/TENANT/ID      JSON registry.Session (no lease: a node's
 //	                        restart finds its sessions' records)
 //	owner/NODE/TENANT/ID    empty; the index of NODE's sessions, written
@@ -347,44 +348,60 @@ func (r *Registry) Nodes(ctx context.Context) ([]registry.Node, error) {
 	defer cancel()
 	resp, err := r.cli.Txn(ctx).Then(
 		clientv3.OpGet(r.p+"nodes/", clientv3.WithPrefix()),
-		clientv3.OpGet(r.p+"drain/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(r.p+"drain/", clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, unavailable("list nodes", err)
 	}
-	nodes, _, err := r.decodeNodes(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
+	nodes, _, _, err := r.decodeNodes(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
 	return nodes, err
 }
 
-func (r *Registry) decodeNodes(nodeKVs, drainKVs []*mvccKV) ([]registry.Node, []string, error) {
-	draining := map[string]bool{}
-	var names []string
+// drainMove is the value of a drain mark set by DrainMove.
+const drainMove = "move"
+
+func (r *Registry) decodeNodes(nodeKVs, drainKVs []*mvccKV) (nodes []registry.Node, draining, moving []string, err error) {
+	marks := map[string]string{}
 	for _, kv := range drainKVs {
 		name, _ := url.PathUnescape(strings.TrimPrefix(string(kv.Key), r.p+"drain/"))
-		draining[name] = true
-		names = append(names, name)
+		marks[name] = string(kv.Value)
+		draining = append(draining, name)
+		if string(kv.Value) == drainMove {
+			moving = append(moving, name)
+		}
 	}
-	nodes := make([]registry.Node, 0, len(nodeKVs))
+	nodes = make([]registry.Node, 0, len(nodeKVs))
 	for _, kv := range nodeKVs {
 		var n registry.Node
 		if err := json.Unmarshal(kv.Value, &n); err != nil {
-			return nil, nil, fmt.Errorf("fleet registry: node record %s: %w", kv.Key, err)
+			return nil, nil, nil, fmt.Errorf("fleet registry: node record %s: %w", kv.Key, err)
 		}
-		n.Draining = draining[n.Name]
+		mark, ok := marks[n.Name]
+		n.Draining, n.Moving = ok, mark == drainMove
 		nodes = append(nodes, n)
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	sort.Strings(names)
-	return nodes, names, nil
+	sort.Strings(draining)
+	sort.Strings(moving)
+	return nodes, draining, moving, nil
 }
 
 // Drain sets or removes a node's drain mark.
 func (r *Registry) Drain(ctx context.Context, node string, draining bool) error {
+	return r.mark(ctx, node, draining, "")
+}
+
+// DrainMove sets a node's drain mark to "move".
+func (r *Registry) DrainMove(ctx context.Context, node string) error {
+	return r.mark(ctx, node, true, drainMove)
+}
+
+func (r *Registry) mark(ctx context.Context, node string, draining bool, value string) error {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	var err error
 	if draining {
-		_, err = r.cli.Put(ctx, r.drainKey(node), "")
+		_, err = r.cli.Put(ctx, r.drainKey(node), value)
 	} else {
 		_, err = r.cli.Delete(ctx, r.drainKey(node))
 	}
@@ -716,7 +733,7 @@ func (r *Registry) Snapshot(ctx context.Context) (registry.Snapshot, error) {
 	defer cancel()
 	resp, err := r.cli.Txn(ctx).Then(
 		clientv3.OpGet(r.p+"nodes/", clientv3.WithPrefix()),
-		clientv3.OpGet(r.p+"drain/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(r.p+"drain/", clientv3.WithPrefix()),
 		clientv3.OpGet(r.p+"sessions/", clientv3.WithPrefix()),
 		clientv3.OpGet(r.p+"objects/", clientv3.WithPrefix()),
 	).Commit()
@@ -724,7 +741,7 @@ func (r *Registry) Snapshot(ctx context.Context) (registry.Snapshot, error) {
 		return registry.Snapshot{}, unavailable("snapshot", err)
 	}
 	snap := registry.Snapshot{Rev: resp.Header.Revision}
-	if snap.Nodes, snap.Draining, err = r.decodeNodes(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs); err != nil {
+	if snap.Nodes, snap.Draining, snap.Moving, err = r.decodeNodes(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs); err != nil {
 		return registry.Snapshot{}, err
 	}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
@@ -784,6 +801,7 @@ func (r *Registry) event(ev *clientv3.Event) (registry.Event, bool) {
 		e.Node = &n
 	case "drain":
 		e.Drain, _ = url.PathUnescape(rest)
+		e.Move = !e.Deleted && string(ev.Kv.Value) == drainMove
 	case "sessions":
 		t, id, _ := strings.Cut(rest, "/")
 		s := registry.Session{}

@@ -35,9 +35,12 @@ type Node struct {
 	// more it would take now.
 	Capacity int `json:"capacity"`
 	Free     int `json:"free"`
-	// Draining is set by Drain: placement skips the node. It is not part
-	// of what the node writes; the registry fills it in.
+	// Draining is set by Drain or DrainMove: placement skips the node.
+	// Moving is set by DrainMove: the node moves its sessions to other
+	// nodes. Neither is part of what the node writes; the registry fills
+	// them in.
 	Draining bool `json:"-"`
+	Moving   bool `json:"-"`
 	// Version is the node's warren version.
 	Version string `json:"version,omitempty"`
 	// Started is when the node's daemon started; a changed Started under
@@ -102,8 +105,13 @@ type Registry interface {
 	// Nodes returns the live nodes, ordered by name.
 	Nodes(ctx context.Context) ([]Node, error)
 	// Drain marks a node draining (placement skips it) or, with false,
-	// takes the mark off. The mark outlives the node's entry.
+	// takes the mark off. The mark outlives the node's entry. A node
+	// marked moving by DrainMove is only draining afterwards.
 	Drain(ctx context.Context, node string, draining bool) error
+	// DrainMove marks a node draining and moving: placement skips it and
+	// the node itself moves its sessions to other nodes (fleet.Node's
+	// mover). Drain(node, false) takes the mark off.
+	DrainMove(ctx context.Context, node string) error
 
 	// CreateSession records a new Live session of s.Node, and in the same
 	// atomic step counts it (one session, its memory and CPUs) against its
@@ -199,8 +207,10 @@ type Snapshot struct {
 	Rev      int64
 	Nodes    []Node // with Draining filled in
 	Sessions []Session
-	// Draining names the nodes marked draining, alive or not.
+	// Draining names the nodes marked draining, alive or not; Moving
+	// those of them marked by DrainMove.
 	Draining []string
+	Moving   []string
 	// Objects are every object (API keys, tenants' settings).
 	Objects []Object
 }
@@ -224,7 +234,9 @@ type Event struct {
 	Node    *Node
 	Session *Session
 	Object  *Object
-	// Drain names a node whose drain mark was set or taken off.
+	// Drain names a node whose drain mark was set or taken off; Move
+	// says the mark set is DrainMove's.
 	Drain   string
+	Move    bool
 	Deleted bool
 }

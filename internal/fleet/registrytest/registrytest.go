@@ -197,7 +197,8 @@ func testMembership(t *testing.T, r registry.Registry) {
 }
 
 func testDrain(t *testing.T, r registry.Registry) {
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background()) // ends the watch
+	defer cancel()
 	join(t, r, "a", 2*time.Second)
 	if err := r.Drain(ctx, "a", true); err != nil {
 		t.Fatal(err)
@@ -210,11 +211,61 @@ func testDrain(t *testing.T, r registry.Registry) {
 	if err != nil || fmt.Sprint(snap.Draining) != "[a]" {
 		t.Fatalf("Snapshot.Draining = %v, %v; want [a]", snap.Draining, err)
 	}
-	if err := r.Drain(ctx, "a", false); err != nil {
+	if nodes[0].Moving || len(snap.Moving) != 0 {
+		t.Fatalf("Drain(true) marked a moving: %+v, %v", nodes[0], snap.Moving)
+	}
+	// DrainMove: draining and moving, in Nodes, Snapshot and Watch; a
+	// mark of a node without an entry counts too.
+	ch := r.Watch(ctx, snap.Rev)
+	for _, n := range []string{"a", "gone"} {
+		if err := r.DrainMove(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes, err = r.Nodes(ctx)
+	if err != nil || len(nodes) != 1 || !nodes[0].Draining || !nodes[0].Moving {
+		t.Fatalf("Nodes after DrainMove = %+v, %v; want a draining and moving", nodes, err)
+	}
+	snap, err = r.Snapshot(ctx)
+	if err != nil || fmt.Sprint(snap.Draining, snap.Moving) != "[a gone] [a gone]" {
+		t.Fatalf("Snapshot after DrainMove: Draining %v, Moving %v, %v; want [a gone] both", snap.Draining, snap.Moving, err)
+	}
+	// Drain(true) over a move mark leaves it draining only.
+	if err := r.Drain(ctx, "gone", true); err != nil {
 		t.Fatal(err)
 	}
-	if nodes, _ := r.Nodes(ctx); nodes[0].Draining {
-		t.Fatalf("still draining after Drain(false)")
+	if snap, err = r.Snapshot(ctx); err != nil || fmt.Sprint(snap.Draining, snap.Moving) != "[a gone] [a]" {
+		t.Fatalf("Snapshot after Drain(gone): Draining %v, Moving %v, %v; want [a gone] [a]", snap.Draining, snap.Moving, err)
+	}
+	for _, n := range []string{"a", "gone"} {
+		if err := r.Drain(ctx, n, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if nodes, _ := r.Nodes(ctx); nodes[0].Draining || nodes[0].Moving {
+		t.Fatalf("still draining after Drain(false): %+v", nodes[0])
+	}
+	want := []string{"a move", "gone move", "gone", "-a", "-gone"}
+	var got []string
+	timeout := time.After(5 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case e := <-ch:
+			switch {
+			case e.Drain == "":
+			case e.Deleted:
+				got = append(got, "-"+e.Drain)
+			case e.Move:
+				got = append(got, e.Drain+" move")
+			default:
+				got = append(got, e.Drain)
+			}
+		case <-timeout:
+			t.Fatalf("drain events %v, want %v", got, want)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("drain events %v, want %v", got, want)
 	}
 }
 
