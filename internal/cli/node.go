@@ -182,7 +182,7 @@ move goes on if this command ends; undrain stops it (docs/FLEET.md).`,
 					n := 0
 					now := map[registry.Session]bool{}
 					for _, s := range ss {
-						if s.State == registry.Live {
+						if s.Held() {
 							n++
 							now[registry.Session{Tenant: s.Tenant, ID: s.ID}] = true
 						}

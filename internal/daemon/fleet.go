@@ -175,7 +175,7 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 				return edge.Owner{}
 			}
 			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
-				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
+				Alive: r.Alive, Lost: r.Session.State == registry.Lost, Moving: r.Session.State == registry.Moving}
 		},
 		Place: func() edge.Owner {
 			p, ok := n.Place()
@@ -197,7 +197,7 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 				return edge.Owner{}
 			}
 			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
-				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
+				Alive: r.Alive, Lost: r.Session.State == registry.Lost, Moving: r.Session.State == registry.Moving}
 		}}, next)
 }
 

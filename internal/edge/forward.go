@@ -54,6 +54,9 @@ type Owner struct {
 	Alive bool
 	// Lost: the fleet declared the session lost with its node.
 	Lost bool
+	// Moving: its node is moving it to another node (drain --move); it
+	// answers nowhere until the move ends.
+	Moving bool
 }
 
 // Forwarding is what Forward needs from the fleet.
@@ -136,8 +139,12 @@ func sign(secret []byte, who *auth.Identity, r *http.Request, from string) strin
 // reaches the target's snapshots and creates so. Set r's method and URL
 // first: the signature holds for them only.
 func SignHop(secret []byte, r *http.Request, tenant, subject, from string) {
-	r.Header.Set(ForwardHeader, sign(secret, &auth.Identity{Tenant: tenant, Subject: subject, Method: "fleet"}, r, from))
+	r.Header.Set(ForwardHeader, sign(secret, &auth.Identity{Tenant: tenant, Subject: subject, Method: MethodHop}, r, from))
 }
+
+// MethodHop is the Method of the identity a SignHop request is admitted
+// as: only a fleet node, which has the fleet's secret, makes one.
+const MethodHop = "fleet"
 
 func encode(secret []byte, f forwarded) string {
 	b, _ := json.Marshal(f)
@@ -381,6 +388,10 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 		} else {
 			o = f.Locate(who.Tenant, id)
 		}
+		if o.Moving {
+			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is moving to another fleet node; try again in a moment", id))
+			return
+		}
 		if !o.Known || o.Here {
 			next.ServeHTTP(w, r)
 			return
@@ -489,7 +500,7 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			if !o.Known || !o.Alive || o.Lost {
+			if !o.Known || !o.Alive || o.Lost || o.Moving {
 				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s moved while its request was forwarded; try again", id))
 				return
 			}

@@ -94,19 +94,23 @@ func (m *mover) run() {
 	}
 }
 
-// move moves one session to the node placement picks: a snapshot of its
-// files here, the snapshot imported there (as one that goes with the last
-// session made from it), the session deleted here, then created there
-// with the same id and what it was created with, from the snapshot. It
-// returns the target's name.
+// move moves one session to the node placement picks: its record marked
+// Moving (every router answers unavailable for it, so no call changes it
+// meanwhile, and its quota slot stays held), a snapshot of its files here,
+// the snapshot imported there (as one that goes with the last session made
+// from it), the session deleted here (its record kept), then created there
+// with the same id and what it was created with, from the snapshot: that
+// create takes the record and its slot over. It returns the target's name.
 //
-// Until the delete, any failure leaves the session here untouched. After
-// it, a failed create there re-creates the session here from the snapshot,
-// so its files are not lost. No snapshot stays behind on either node but
-// the one the moved session runs on.
-func (m *mover) move(ctx context.Context, s *session.Info) (string, error) {
+// Until the delete, any failure leaves the session here untouched (its
+// record Live again). After it, a failed create there re-creates the
+// session here from the snapshot, taking the record back, so its files are
+// not lost. No snapshot stays behind on either node but the one the moved
+// session runs on.
+func (m *mover) move(ctx context.Context, s *session.Info) (_ string, err error) {
 	n, lay := m.n, m.local.Layers()
 	tenant, id := s.Tenant, s.ID
+	k := sessionKey{tenant, id}
 	if s.Paused() {
 		return "", errdefs.New(errdefs.ErrConflict, "session %q is paused; a paused session is moved once resumed", id)
 	}
@@ -121,6 +125,19 @@ func (m *mover) move(ctx context.Context, s *session.Info) (string, error) {
 	if !ok || target.Name == n.cfg.Name {
 		return "", errdefs.New(errdefs.ErrUnavailable, "no other node takes sessions now")
 	}
+	if err := n.reg.MarkMoving(ctx, tenant, id, n.cfg.Name, true); err != nil {
+		return "", fmt.Errorf("mark the session moving: %w", err)
+	}
+	deleted := false
+	defer func() {
+		if err != nil && !deleted {
+			if uerr := n.reg.MarkMoving(context.WithoutCancel(ctx), tenant, id, n.cfg.Name, false); uerr != nil {
+				// Reconcile at the next start, or the next try, sets it
+				// right; meanwhile its clients are told to retry.
+				n.log.Warn("could not mark a session that stays here live again", "tenant", tenant, "session_id", id, "error", uerr)
+			}
+		}
+	}()
 	name := moveName()
 	sn, err := lay.Snapshot(ctx, tenant, id, name)
 	if err != nil {
@@ -132,9 +149,9 @@ func (m *mover) move(ctx context.Context, s *session.Info) (string, error) {
 			m.dropSnapshot(tenant, name, sn.Parent)
 		}
 	}()
-	// Calls made after the snapshot (a write through the API) would be
-	// lost: the session's last use, set as the snapshot ended, must not
-	// move until the delete.
+	// A call that came in before the mark and ended after the snapshot
+	// (a write through the API) would be lost: the session's last use,
+	// set as the snapshot ended, must not move until the delete.
 	after, err := m.local.Get(ctx, tenant, id)
 	if err != nil {
 		return "", err
@@ -148,20 +165,19 @@ func (m *mover) move(ctx context.Context, s *session.Info) (string, error) {
 		err = errdefs.New(errdefs.ErrConflict, "session %q was used while its files were copied; the move is tried again", id)
 	}
 	if err == nil {
+		n.mu.Lock()
+		n.moving[k] = true // the delete keeps the record, Moving
+		n.mu.Unlock()
 		err = m.local.Delete(ctx, tenant, id)
+		n.mu.Lock()
+		delete(n.moving, k)
+		n.mu.Unlock()
 	}
 	if err != nil {
 		m.dropThere(target, tenant, name)
 		return "", err
 	}
-	// The record and the quota slot it holds go with the delete; a
-	// registry that could not answer then is asked again here, since the
-	// create there needs the id free.
-	if err := m.forget(ctx, tenant, id); err != nil {
-		keep = m.restore(tenant, id, name, req, err) != nil
-		m.dropThere(target, tenant, name)
-		return "", err
-	}
+	deleted = true
 	req.Snapshot = name
 	err = m.createThere(ctx, target, tenant, req)
 	if err == nil {
@@ -176,6 +192,25 @@ func (m *mover) move(ctx context.Context, s *session.Info) (string, error) {
 	keep = m.restore(tenant, id, name, req, err) != nil
 	return "", fmt.Errorf("create on node %s: %w", target.Name, err)
 }
+
+// movedFrom is the node whose move a create continues (registry's
+// Session.MovedFrom): this node for the mover's re-create of a session it
+// could not move, the sending node for a create signed by a mover
+// (edge.SignHop), "" for any other create.
+func (n *Node) movedFrom(ctx context.Context) string {
+	if ctx.Value(moveBackKey{}) != nil {
+		return n.cfg.Name
+	}
+	if id := edge.IdentityOf(ctx); id != nil && id.Method == edge.MethodHop {
+		from, _ := strings.CutPrefix(id.Subject, moveSubject)
+		return from
+	}
+	return ""
+}
+
+// moveSubject, and the node's name, is the subject of a mover's calls on
+// the target (in its audit records).
+const moveSubject = "fleet-move:"
 
 // moveName is a fresh name for a move's snapshot.
 func moveName() string {
@@ -225,26 +260,9 @@ func (m *mover) createRequest(ctx context.Context, s *session.Info) (*api.Create
 	return req, nil
 }
 
-// forget makes sure the session's record is gone from the registry,
-// asking for a few seconds if the registry cannot answer.
-func (m *mover) forget(ctx context.Context, tenant, id string) error {
-	var err error
-	for range 10 {
-		if err = m.n.reg.DeleteSession(ctx, tenant, id, m.n.cfg.Name); err == nil || !errdefs.Is(err, errdefs.ErrUnavailable) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-	return err
-}
-
 // restore makes the session here again from the move's snapshot, after a
 // failed create on the target (the node is draining: this create is let
-// through). A session made so runs on a copy of the snapshot that goes
+// through, and takes the Moving record back). A session made so runs on a copy of the snapshot that goes
 // with it, so the move's own snapshot can be deleted. If that fails too,
 // the snapshot stays for the tenant to start the session from, and the log
 // names it.
@@ -273,6 +291,11 @@ func (m *mover) restore(tenant, id, name string, req *api.CreateSessionRequest, 
 		return nil
 	}()
 	if err != nil {
+		// Its record, Moving, has no session anywhere now: it goes,
+		// with its quota slot.
+		if derr := m.n.reg.DeleteSession(ctx, tenant, id, m.n.cfg.Name); derr != nil {
+			m.n.forget(ctx, tenant, id)
+		}
 		m.n.log.Error("a session could not be moved, nor made here again; its files are in a snapshot of its tenant",
 			"tenant", tenant, "session_id", id, "snapshot", name, "move_error", cause, "error", err)
 		return err
@@ -353,7 +376,7 @@ func (m *mover) call(ctx context.Context, target registry.Node, tenant, method, 
 	if ctype != "" {
 		r.Header.Set("Content-Type", ctype)
 	}
-	edge.SignHop(m.n.Secret(), r, tenant, "fleet-move:"+m.n.cfg.Name, m.n.cfg.Name)
+	edge.SignHop(m.n.Secret(), r, tenant, moveSubject+m.n.cfg.Name, m.n.cfg.Name)
 	resp, err := m.hc.Do(r)
 	if err != nil {
 		return errdefs.New(errdefs.ErrUnavailable, "%s %s on node %s: %w", method, path, target.Name, err)

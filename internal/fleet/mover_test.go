@@ -120,6 +120,9 @@ func TestMoverKeepsWhatItCannotMove(t *testing.T) {
 	if s, err := src.m.Get(bg, "t", "s1"); err != nil || s.Name != before.Name {
 		t.Fatalf("the session after a failed import: %+v, %v; want it untouched (sandbox %s)", s, err, before.Name)
 	}
+	if r, err := reg.GetSession(bg, "t", "s1"); err != nil || r.Node != "src" || r.State != registry.Live {
+		t.Fatalf("its record after a failed import: %+v, %v; want it live on src", r, err)
+	}
 	registrytest.Eventually(t, 5*time.Second, "the move's snapshot is deleted here", func() bool {
 		l, err := src.m.Layers().ListSnapshots(bg, "t")
 		return err == nil && len(l) == 0

@@ -1,8 +1,10 @@
 package fleet
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -66,6 +68,25 @@ func TestFleetDrainMove(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = reg.Drain(bg, "n0", false) })
 
+	// While they move, clients reading them through n2 are told to retry
+	// (503), never that they do not exist.
+	stop := make(chan struct{})
+	polled := make(chan map[int]int)
+	go func() {
+		seen := map[int]int{}
+		for {
+			select {
+			case <-stop:
+				polled <- seen
+				return
+			default:
+			}
+			for _, id := range ids {
+				_, err := tc["n2"].GetSession(bg, id)
+				seen[status(err)]++
+			}
+		}
+	}()
 	// The command: it marks n0, then reports each move and waits for none.
 	start := time.Now()
 	code := cli.Main([]string{"node", "drain", "n0", "--move", "--timeout", "3m", "--fleet-etcd", f.endpoints, "--fleet-prefix", f.prefix})
@@ -73,6 +94,14 @@ func TestFleetDrainMove(t *testing.T) {
 		t.Fatalf("warren node drain n0 --move exited %d (log: %s)", code, f.logf.Name())
 	}
 	t.Logf("moved %d sessions in %v", len(ids), time.Since(start).Round(time.Millisecond))
+	close(stop)
+	seen := <-polled
+	t.Logf("reads through n2 during the move, by status (0: ok): %v", seen)
+	for st := range seen {
+		if st != 0 && st != 503 {
+			t.Errorf("a read through n2 during the move answered %d; want 200 or 503 (%v)", st, seen)
+		}
+	}
 	if nodes, err := reg.Nodes(bg); err != nil || !nodes[0].Moving || !nodes[0].Draining {
 		t.Fatalf("n0's entry after the move: %+v, %v; want draining and moving", nodes, err)
 	}
@@ -114,6 +143,19 @@ func TestFleetDrainMove(t *testing.T) {
 		}
 	}
 	t.Logf("owners after the move: %v", owners)
+	// What each move took, from n0's log.
+	if b, err := os.ReadFile(f.logf.Name()); err == nil {
+		for line := range strings.Lines(string(b)) {
+			var l struct {
+				Msg       string
+				SessionID string `json:"session_id"`
+				Took      time.Duration
+			}
+			if rest, ok := strings.CutPrefix(line, "n0 "); ok && json.Unmarshal([]byte(rest), &l) == nil && l.Msg == "moved a session to another node" {
+				t.Logf("n0 moved %s in %v", l.SessionID, l.Took)
+			}
+		}
+	}
 	// Each target keeps only the snapshot its moved session runs on, which
 	// goes with the session; n0 keeps none.
 	snaps := func() map[string][]api.Snapshot {

@@ -57,6 +57,11 @@ const (
 	// fleet gave the session's quota back and the owner kills the session
 	// if it ever returns (fencing).
 	Lost = "lost"
+	// Moving: the owner node is moving the session to another node
+	// (drain --move). It counts against the quota like Live; routers
+	// answer unavailable (retry) for it, and a create that continues the
+	// move (Session.MovedFrom) takes the record over.
+	Moving = "moving"
 )
 
 // Session is the fleet's record of one session: who owns it. The session's
@@ -73,10 +78,17 @@ type Session struct {
 	// Lost is when the fleet declared the session lost (State Lost).
 	LostAt time.Time `json:"lost_at,omitzero"`
 	// MemoryMB and MilliCPUs are the session's limits, counted against
-	// its tenant's fleet-wide quota while it is Live.
+	// its tenant's fleet-wide quota while it is Live (or Moving).
 	MemoryMB  int64 `json:"memory_mb,omitempty"`
 	MilliCPUs int64 `json:"milli_cpus,omitempty"`
+	// MovedFrom, in a CreateSession only (not stored), continues a move:
+	// the record, Moving on that node, is taken over instead of refused.
+	MovedFrom string `json:"-"`
 }
+
+// Held reports whether the record holds its tenant's quota: Live or
+// Moving.
+func (s Session) Held() bool { return s.State == Live || s.State == Moving }
 
 // Quota bounds a tenant's Live sessions across the fleet; a zero field is
 // no bound.
@@ -117,17 +129,23 @@ type Registry interface {
 	// atomic step counts it (one session, its memory and CPUs) against its
 	// tenant's fleet-wide usage, if that stays within q. Of concurrent
 	// creates of one (tenant, id), or for a tenant's last slot, exactly
-	// one succeeds.
+	// one succeeds. With s.MovedFrom set, a record Moving on that node is
+	// taken over (it becomes s, Live on s.Node, its quota slot handed on:
+	// only a growth of memory or CPUs is checked against q).
 	CreateSession(ctx context.Context, s Session, q Quota) error
+	// MarkMoving marks node's Live record of (tenant, id) Moving, or, with
+	// false, Moving back to Live. A record of another node, or in another
+	// state, is a conflict; a missing one not_found.
+	MarkMoving(ctx context.Context, tenant, id, node string, moving bool) error
 	// GetSession returns the record of (tenant, id).
 	GetSession(ctx context.Context, tenant, id string) (Session, error)
 	// DeleteSession removes the record of (tenant, id) owned by node and
-	// gives back its quota if it was Live. A record of another node is a
+	// gives back its quota if it was Live or Moving. A record of another node is a
 	// conflict; a missing one is not an error.
 	DeleteSession(ctx context.Context, tenant, id, node string) error
 	// NodeSessions returns the records owned by node.
 	NodeSessions(ctx context.Context, node string) ([]Session, error)
-	// MarkLost marks node's Live sessions Lost and gives back their quota,
+	// MarkLost marks node's Live (and Moving) sessions Lost and gives back their quota,
 	// unless the node is alive again (then it does nothing and returns 0).
 	// It returns how many it marked.
 	MarkLost(ctx context.Context, node string) (int, error)
