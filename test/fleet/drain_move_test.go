@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -195,5 +196,17 @@ func TestFleetDrainMove(t *testing.T) {
 	}
 	if u, err := reg.Usage(bg, "mover"); err != nil || u != 0 {
 		t.Fatalf("the tenant's usage at the end: %d, %v; want 0", u, err)
+	}
+	// The import's auto_delete is a boolean.
+	req, _ := http.NewRequest(http.MethodPut, n0.url+"/v1/snapshots/x/import?auto_delete=maybe", strings.NewReader("x"))
+	req.Header.Set("Authorization", "Bearer "+k.Secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"invalid_argument"`) {
+		t.Fatalf("import with auto_delete=maybe: %d %s; want 400 invalid_argument", resp.StatusCode, body)
 	}
 }
