@@ -170,6 +170,12 @@ func TestFleetDrainMove(t *testing.T) {
 		}
 		return out
 	}
+	// n0 deletes each move's snapshot just after the target took the
+	// session over, which the command may have seen first.
+	eventually(t, 5*time.Second, "n0 keeps no snapshot", func() bool {
+		l, err := tc["n0"].ListSnapshots(bg)
+		return err == nil && len(l) == 0
+	})
 	var used []string
 	for name, l := range snaps() {
 		for _, sn := range l {
