@@ -72,7 +72,13 @@ func (m *mover) run() {
 		if !n.cache.Moving(n.cfg.Name) || !n.member.Registered() || n.Secret() == nil {
 			continue
 		}
-		for _, s := range m.local.List(n.ctx, "") {
+		sessions := m.local.List(n.ctx, "")
+		for k := range m.retry { // forget sessions that ended meanwhile
+			if !slices.ContainsFunc(sessions, func(s *session.Info) bool { return s.Tenant == k.tenant && s.ID == k.id }) {
+				delete(m.retry, k)
+			}
+		}
+		for _, s := range sessions {
 			k := sessionKey{s.Tenant, s.ID}
 			if n.ctx.Err() != nil || !n.cache.Moving(n.cfg.Name) {
 				break
