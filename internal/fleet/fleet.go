@@ -6,11 +6,13 @@
 // watch-fed cache of nodes and sessions for routing, marks the sessions of
 // a node gone for longer than the grace period lost (one elected node does
 // it), and fences this node's sessions the fleet declared lost when it
-// returns. docs/FLEET.md has the design.
+// returns, and moves its sessions to other nodes while it is marked so
+// (drain --move: mover.go). docs/FLEET.md has the design.
 //
 // The package sees the registry only through its interface, and the node's
-// own sessions only through session.Store and a delete function, so it
-// works the same on any registry backend and needs no runtime.
+// own sessions only through session.Store and a delete function (the
+// mover: through Local, the session manager's calls), so it works the
+// same on any registry backend and needs no runtime.
 package fleet
 
 import (
