@@ -5,7 +5,7 @@
 // fleet-wide session quota is counted in the same step), keeps a
 // watch-fed cache of nodes and sessions for routing, marks the sessions of
 // a node gone for longer than the grace period lost (one elected node does
-// it), and fences this node's sessions the fleet declared lost when it
+// it), fences this node's sessions the fleet declared lost when it
 // returns, and moves its sessions to other nodes while it is marked so
 // (drain --move: mover.go). docs/FLEET.md has the design.
 //
