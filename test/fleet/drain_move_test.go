@@ -45,7 +45,17 @@ func TestFleetDrainMove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // n0's watch brings the marks in milliseconds
+	eventually(t, 3*time.Second, "n0 sees n1 and n2 draining", func() bool {
+		req, _ := http.NewRequest("GET", n0.url+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+n0.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.Contains(string(b), `warren_fleet_nodes{state="draining"} 2`+"\n")
+	})
 	ids := []string{"mv-a", "mv-b", "mv-c"}
 	for _, id := range ids {
 		if _, err := tc["n0"].CreateSession(bg, &api.CreateSessionRequest{ID: id, Env: map[string]string{"MOVED": "env of " + id},
