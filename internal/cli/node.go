@@ -160,6 +160,11 @@ move goes on if this command ends; undrain stops it (docs/FLEET.md).`,
 				}
 				if move {
 					fmt.Fprintf(a.stdout, "%s is draining: it takes no new sessions and moves its sessions to other nodes\n", node)
+					// The node moves them itself: one without an entry
+					// (down, cut off) moves nothing until it is back.
+					if nodes, err := reg.Nodes(cmd.Context()); err == nil && !slices.ContainsFunc(nodes, func(n registry.Node) bool { return n.Name == node }) {
+						fmt.Fprintf(a.stdout, "%s is not a live node now: its sessions move once it is back\n", node)
+					}
 				} else {
 					fmt.Fprintf(a.stdout, "%s is draining: it takes no new sessions\n", node)
 				}

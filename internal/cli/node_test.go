@@ -93,6 +93,9 @@ func TestNodeCommands(t *testing.T) {
 	if nodes, _ := reg.Nodes(ctx); len(nodes) != 1 || !nodes[0].Draining || !nodes[0].Moving {
 		t.Fatalf("after drain --move: %+v", nodes)
 	}
+	if out, _, _ = cli("node", "drain", "nope", "--move", "--no-wait"); !strings.Contains(out, "nope is not a live node now") {
+		t.Fatalf("node drain --move of a node without an entry:\n%s", out)
+	}
 	if out, _, _ := cli("node", "ls"); !strings.Contains(out, "draining (moving)") {
 		t.Fatalf("node ls after drain --move:\n%s", out)
 	}
