@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/daemon"
 	"github.com/warrenhq/warren/internal/doctor"
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/fleet/registry"
 )
 
@@ -79,7 +81,10 @@ func newNodeLsCommand(a *app) *cobra.Command {
 				for _, n := range snap.Nodes {
 					seen[n.Name] = true
 					state := "ready"
-					if n.Draining {
+					switch {
+					case n.Moving:
+						state = "draining (moving)"
+					case n.Draining:
 						state = "draining"
 					}
 					fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", n.Name, n.Addr, live[n.Name], n.Free, n.Capacity, state, n.Version,
@@ -117,7 +122,7 @@ func sortedKeys(ms ...map[string]int) []string {
 
 func newNodeDrainCommand(a *app, drain bool) *cobra.Command {
 	var cf *configFlags
-	var noWait bool
+	var noWait, move bool
 	var timeout time.Duration
 	use, short := "drain NODE", "Stop placing sessions on a node and wait until it holds none"
 	if !drain {
@@ -129,19 +134,40 @@ func newNodeDrainCommand(a *app, drain bool) *cobra.Command {
 		Long: short + `. A draining node refuses new sessions and placement skips it;
 its sessions keep running until their clients delete them or they expire,
 and drain waits for that (--no-wait: return at once; --timeout: give up
-waiting after that long, leaving the node draining).`,
+waiting after that long, leaving the node draining).
+
+With --move the node itself moves its sessions to other nodes, one at a
+time: a snapshot of a session's files, the session deleted there and
+created on another node with the same id, settings and files. Running
+processes do not survive a move (they are stopped, as at a delete), and
+for the moment between the delete and the create the session answers
+404. A session that mounts a workspace, or is paused, is not moved. The
+move goes on if this command ends; undrain stops it (docs/FLEET.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			node := args[0]
 			return withRegistry(cmd.Context(), a, cf, func(reg registry.Registry) error {
-				if err := reg.Drain(cmd.Context(), node, drain); err != nil {
+				mark := func() error { return reg.Drain(cmd.Context(), node, drain) }
+				if move {
+					mark = func() error { return reg.DrainMove(cmd.Context(), node) }
+				}
+				if err := mark(); err != nil {
 					return err
 				}
 				if !drain {
 					fmt.Fprintf(a.stdout, "%s takes new sessions again\n", node)
 					return nil
 				}
-				fmt.Fprintf(a.stdout, "%s is draining: it takes no new sessions\n", node)
+				if move {
+					fmt.Fprintf(a.stdout, "%s is draining: it takes no new sessions and moves its sessions to other nodes\n", node)
+					// The node moves them itself: one without an entry
+					// (down, cut off) moves nothing until it is back.
+					if nodes, err := reg.Nodes(cmd.Context()); err == nil && !slices.ContainsFunc(nodes, func(n registry.Node) bool { return n.Name == node }) {
+						fmt.Fprintf(a.stdout, "%s is not a live node now: its sessions move once it is back\n", node)
+					}
+				} else {
+					fmt.Fprintf(a.stdout, "%s is draining: it takes no new sessions\n", node)
+				}
 				if noWait {
 					return nil
 				}
@@ -152,16 +178,25 @@ waiting after that long, leaving the node draining).`,
 					defer cancel()
 				}
 				last := -1
+				var held map[registry.Session]bool // the node's live records at the last look
 				for {
 					ss, err := reg.NodeSessions(ctx, node)
 					if err != nil && ctx.Err() == nil {
 						return err
 					}
 					n := 0
+					now := map[registry.Session]bool{}
 					for _, s := range ss {
-						if s.State == registry.Live {
+						if s.Held() {
 							n++
+							now[registry.Session{Tenant: s.Tenant, ID: s.ID}] = true
 						}
+					}
+					if err == nil && move && held != nil {
+						reportMoves(ctx, a, reg, node, held, now)
+					}
+					if err == nil {
+						held = now
 					}
 					if err == nil && n == 0 {
 						fmt.Fprintf(a.stdout, "%s holds no sessions\n", node)
@@ -181,11 +216,41 @@ waiting after that long, leaving the node draining).`,
 		},
 	}
 	if drain {
+		cmd.Flags().BoolVar(&move, "move", false, "have the node move its sessions to other nodes (a snapshot of their files; processes stop)")
 		cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the node is marked draining")
 		cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long (0: wait until the node is empty)")
 	}
 	cf = addConfigFlags(cmd, fleetKeys...)
 	return cmd
+}
+
+// reportMoves prints what became of the sessions node held at the last
+// look and holds no more: moved to another node, or ended.
+func reportMoves(ctx context.Context, a *app, reg registry.Registry, node string, held, now map[registry.Session]bool) {
+	var gone []registry.Session
+	for s := range held {
+		if !now[s] {
+			gone = append(gone, s)
+		}
+	}
+	slices.SortFunc(gone, func(x, y registry.Session) int { return strings.Compare(x.Tenant+"/"+x.ID, y.Tenant+"/"+y.ID) })
+	for _, s := range gone {
+		// The record is re-made on the target a moment after it left
+		// this node: give it that moment.
+		var r registry.Session
+		var err error
+		for range 10 {
+			if r, err = reg.GetSession(ctx, s.Tenant, s.ID); err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err == nil && r.Node != node && r.State == registry.Live {
+			fmt.Fprintf(a.stdout, "moved %s/%s to %s\n", s.Tenant, s.ID, r.Node)
+		} else if errdefs.Is(err, errdefs.ErrNotFound) {
+			fmt.Fprintf(a.stdout, "%s/%s ended\n", s.Tenant, s.ID)
+		}
+	}
 }
 
 func plural(n int) string {

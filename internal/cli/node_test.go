@@ -71,10 +71,38 @@ func TestNodeCommands(t *testing.T) {
 	if out, errOut, code = cli("node", "drain", "n1"); code != 0 || !strings.Contains(out, "n1 holds no sessions") {
 		t.Fatalf("node drain waiting for the last session = %d %q %q", code, out, errOut)
 	}
+	// --move: the node is marked moving, and the wait reports each
+	// session it moved (its record re-made on another node) or that ended.
+	for _, id := range []string{"s3", "s4"} {
+		if err := reg.CreateSession(ctx, registry.Session{Tenant: "t", ID: id, Node: "n1"}, registry.Quota{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		bg := context.Background()
+		reg.DeleteSession(bg, "t", "s3", "n1")
+		reg.CreateSession(bg, registry.Session{Tenant: "t", ID: "s3", Node: "n2"}, registry.Quota{})
+		reg.DeleteSession(bg, "t", "s4", "n1")
+	}()
+	out, errOut, code = cli("node", "drain", "n1", "--move", "--timeout", "20s")
+	if code != 0 || !strings.Contains(out, "moves its sessions to other nodes") || !strings.Contains(out, "n1 holds 2 sessions; waiting") ||
+		!strings.Contains(out, "moved t/s3 to n2") || !strings.Contains(out, "t/s4 ended") || !strings.Contains(out, "n1 holds no sessions") {
+		t.Fatalf("node drain --move = %d %q %q", code, out, errOut)
+	}
+	if nodes, _ := reg.Nodes(ctx); len(nodes) != 1 || !nodes[0].Draining || !nodes[0].Moving {
+		t.Fatalf("after drain --move: %+v", nodes)
+	}
+	if out, _, _ = cli("node", "drain", "nope", "--move", "--no-wait"); !strings.Contains(out, "nope is not a live node now") {
+		t.Fatalf("node drain --move of a node without an entry:\n%s", out)
+	}
+	if out, _, _ := cli("node", "ls"); !strings.Contains(out, "draining (moving)") {
+		t.Fatalf("node ls after drain --move:\n%s", out)
+	}
 	if out, errOut, code = cli("node", "undrain", "n1"); code != 0 || !strings.Contains(out, "takes new sessions again") {
 		t.Fatalf("node undrain = %d %q %q", code, out, errOut)
 	}
-	if nodes, _ := reg.Nodes(ctx); nodes[0].Draining {
+	if nodes, _ := reg.Nodes(ctx); nodes[0].Draining || nodes[0].Moving {
 		t.Fatal("still draining after undrain")
 	}
 	// doctor's fleet checks: etcd answers with a leader, the clocks agree.

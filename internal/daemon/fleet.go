@@ -159,6 +159,9 @@ func (d *Daemon) fleetRecovered() {
 			return
 		}
 		d.log.Info("fleet node ready", "node", f.node.Name())
+		// Moves this node's sessions away while it is marked so (warren
+		// node drain --move).
+		f.node.StartMover(d.manager)
 	}()
 }
 
@@ -177,7 +180,7 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 				return edge.Owner{}
 			}
 			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
-				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
+				Alive: r.Alive, Lost: r.Session.State == registry.Lost, Moving: r.Session.State == registry.Moving}
 		},
 		Place: func() edge.Owner {
 			p, ok := n.Place()
@@ -220,7 +223,7 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 				return edge.Owner{}
 			}
 			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
-				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
+				Alive: r.Alive, Lost: r.Session.State == registry.Lost, Moving: r.Session.State == registry.Moving}
 		}}
 	// Every transport's list of sessions covers the fleet.
 	d.manager.SetFleetLister(n.Name(), d.edge.FleetLister(f))

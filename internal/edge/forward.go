@@ -56,6 +56,9 @@ type Owner struct {
 	Alive bool
 	// Lost: the fleet declared the session lost with its node.
 	Lost bool
+	// Moving: its node is moving it to another node (drain --move); it
+	// answers nowhere until the move ends.
+	Moving bool
 }
 
 // Forwarding is what Forward needs from the fleet.
@@ -151,6 +154,20 @@ func sign(secret []byte, who *auth.Identity, r *http.Request, from string) strin
 	}
 	return encode(secret, f)
 }
+
+// SignHop marks r as a request fleet node from makes itself for tenant
+// (subject names what makes it, in the owner's audit records): the node
+// that receives it admits it as that tenant, like a forwarded request, and
+// forwards it no further. A node moving a session away (fleet's mover)
+// reaches the target's snapshots and creates so. Set r's method and URL
+// first: the signature holds for them only.
+func SignHop(secret []byte, r *http.Request, tenant, subject, from string) {
+	r.Header.Set(ForwardHeader, sign(secret, &auth.Identity{Tenant: tenant, Subject: subject, Method: MethodHop}, r, from))
+}
+
+// MethodHop is the Method of the identity a SignHop request is admitted
+// as: only a fleet node, which has the fleet's secret, makes one.
+const MethodHop = "fleet"
 
 func encode(secret []byte, f forwarded) string {
 	b, _ := json.Marshal(f)
@@ -311,7 +328,9 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 		// A gRPC or Connect call without SessionHeader names its session
 		// in its message: peeked below (peekRPC).
 		rpc := id == "" && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/warren.v1.") && r.URL.Path != rpcRun && r.URL.Path != rpcCreate
-		if id == "" && !create && !mcp && !rpc {
+		// A signed hop to a path that names no session (a fleet node's
+		// own call, SignHop) is checked below like a forwarded request.
+		if id == "" && !create && !mcp && !rpc && r.Header.Get(ForwardHeader) == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -449,6 +468,10 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 		} else {
 			o = f.Locate(who.Tenant, id)
 		}
+		if o.Moving {
+			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is moving to another fleet node; try again in a moment", id))
+			return
+		}
 		if !o.Known || o.Here {
 			next.ServeHTTP(w, r)
 			return
@@ -557,7 +580,7 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			if !o.Known || !o.Alive || o.Lost {
+			if !o.Known || !o.Alive || o.Lost || o.Moving {
 				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s moved while its request was forwarded; try again", id))
 				return
 			}

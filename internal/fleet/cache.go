@@ -24,6 +24,7 @@ type Cache struct {
 	rev      int64                           // guarded by mu
 	nodes    map[string]registry.Node        // guarded by mu
 	draining map[string]bool                 // guarded by mu
+	moving   map[string]bool                 // drain marks of DrainMove; guarded by mu
 	sessions map[sessionKey]registry.Session // guarded by mu
 	// byID indexes sessions by id: the tenants holding each id (LookupID).
 	byID    map[string]map[string]bool    // guarded by mu
@@ -38,7 +39,7 @@ type Cache struct {
 
 func newCache(reg registry.Registry, log *slog.Logger) *Cache {
 	return &Cache{reg: reg, log: log, nodes: map[string]registry.Node{}, draining: map[string]bool{},
-		sessions: map[sessionKey]registry.Session{}, byID: map[string]map[string]bool{}, objects: map[objectKey]registry.Object{}, synced: make(chan struct{})}
+		moving: map[string]bool{}, sessions: map[sessionKey]registry.Session{}, byID: map[string]map[string]bool{}, objects: map[objectKey]registry.Object{}, synced: make(chan struct{})}
 }
 
 // Synced is closed once the cache holds a first snapshot.
@@ -99,6 +100,10 @@ func (c *Cache) load(s registry.Snapshot) {
 	for _, d := range s.Draining {
 		c.draining[d] = true
 	}
+	c.moving = map[string]bool{}
+	for _, d := range s.Moving {
+		c.moving[d] = true
+	}
 	c.sessions = map[sessionKey]registry.Session{}
 	c.byID = map[string]map[string]bool{}
 	for _, r := range s.Sessions {
@@ -148,6 +153,7 @@ func (c *Cache) apply(e registry.Event) {
 		c.nodes[e.Node.Name] = *e.Node
 	case e.Drain != "":
 		c.draining[e.Drain] = !e.Deleted
+		c.moving[e.Drain] = e.Move
 	case e.Session != nil && e.Deleted:
 		delete(c.sessions, sessionKey{e.Session.Tenant, e.Session.ID})
 		if ts := c.byID[e.Session.ID]; ts != nil {
@@ -167,7 +173,7 @@ func (c *Cache) Nodes() []registry.Node {
 	defer c.mu.RUnlock()
 	out := make([]registry.Node, 0, len(c.nodes))
 	for _, n := range c.nodes {
-		n.Draining = c.draining[n.Name]
+		n.Draining, n.Moving = c.draining[n.Name], c.moving[n.Name]
 		out = append(out, n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -179,6 +185,14 @@ func (c *Cache) Draining(node string) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.draining[node]
+}
+
+// Moving reports whether node is marked to move its sessions away
+// (registry.Registry.DrainMove).
+func (c *Cache) Moving(node string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.moving[node]
 }
 
 // Route is where a session lives, as far as the cache knows.

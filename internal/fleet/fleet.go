@@ -5,12 +5,14 @@
 // fleet-wide session quota is counted in the same step), keeps a
 // watch-fed cache of nodes and sessions for routing, marks the sessions of
 // a node gone for longer than the grace period lost (one elected node does
-// it), and fences this node's sessions the fleet declared lost when it
-// returns. docs/FLEET.md has the design.
+// it), fences this node's sessions the fleet declared lost when it
+// returns, and moves its sessions to other nodes while it is marked so
+// (drain --move: mover.go). docs/FLEET.md has the design.
 //
 // The package sees the registry only through its interface, and the node's
-// own sessions only through session.Store and a delete function, so it
-// works the same on any registry backend and needs no runtime.
+// own sessions only through session.Store and a delete function (the
+// mover: through Local, the session manager's calls), so it works the
+// same on any registry backend and needs no runtime.
 package fleet
 
 import (
@@ -82,7 +84,11 @@ type Node struct {
 	// gave them away: their records (Lost, or another node's) stay.
 	// Guarded by mu.
 	fencing map[sessionKey]bool
-	kick    chan struct{} // the free capacity changed
+	// moving are the sessions the mover is deleting here to create them
+	// on another node: their records (Moving) stay, for the create there
+	// to take over. Guarded by mu.
+	moving map[sessionKey]bool
+	kick   chan struct{} // the free capacity changed
 }
 
 type sessionKey struct{ tenant, id string }
@@ -100,7 +106,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, errdefs.New(errdefs.ErrInvalidArgument, "fleet: the node TTL must be positive and the grace not negative")
 	}
 	n := &Node{cfg: cfg, reg: cfg.Registry, log: cfg.Log.With("fleet_node", cfg.Name), started: time.Now().UTC(),
-		orphans: map[sessionKey]bool{}, fencing: map[sessionKey]bool{}, kick: make(chan struct{}, 1)}
+		orphans: map[sessionKey]bool{}, fencing: map[sessionKey]bool{}, moving: map[sessionKey]bool{}, kick: make(chan struct{}, 1)}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	m, err := n.reg.Join(n.ctx, n.entry(), cfg.TTL)
 	if err != nil {
@@ -260,7 +266,7 @@ func (s *store) CreateSession(ctx context.Context, rec *session.Session) error {
 	if !n.member.Registered() {
 		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node is not registered in the fleet (its registry is unreachable); it takes no new sessions until it is")
 	}
-	if n.cache.Draining(n.cfg.Name) {
+	if n.cache.Draining(n.cfg.Name) && ctx.Value(moveBackKey{}) == nil { // the mover's re-create of a session it could not move
 		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node is draining; it takes no new sessions")
 	}
 	var q registry.Quota
@@ -271,7 +277,7 @@ func (s *store) CreateSession(ctx context.Context, rec *session.Session) error {
 		}
 	}
 	if err := n.reg.CreateSession(ctx, registry.Session{Tenant: rec.Tenant, ID: rec.ID, Node: n.cfg.Name, Created: rec.CreatedAt,
-		MemoryMB: rec.Limits.MemoryMB, MilliCPUs: MilliCPUs(rec.Limits.CPUs)}, q); err != nil {
+		MemoryMB: rec.Limits.MemoryMB, MilliCPUs: MilliCPUs(rec.Limits.CPUs), MovedFrom: n.movedFrom(ctx)}, q); err != nil {
 		return err
 	}
 	if err := s.Store.CreateSession(ctx, rec); err != nil {
@@ -287,7 +293,7 @@ func (s *store) DeleteSession(ctx context.Context, tenant, id string) error {
 		return err
 	}
 	s.n.mu.Lock()
-	fenced := s.n.fencing[sessionKey{tenant, id}]
+	fenced := s.n.fencing[sessionKey{tenant, id}] || s.n.moving[sessionKey{tenant, id}]
 	s.n.mu.Unlock()
 	if !fenced {
 		s.n.forget(context.WithoutCancel(ctx), tenant, id)
@@ -379,6 +385,13 @@ func (n *Node) reconcile(ctx context.Context, local session.Store, kill func(ctx
 		k := sessionKey{s.Tenant, s.ID}
 		r, ok := mine[k]
 		delete(mine, k)
+		if ok && r.State == registry.Moving {
+			// A move cut short by a restart: the session stays here.
+			if err := n.reg.MarkMoving(ctx, s.Tenant, s.ID, n.cfg.Name, false); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if ok && r.State == registry.Live {
 			continue
 		}
@@ -399,7 +412,7 @@ func (n *Node) reconcile(ctx context.Context, local session.Store, kill func(ctx
 		}
 	}
 	for k, r := range mine {
-		if r.State != registry.Live {
+		if !r.Held() {
 			continue // a lost record stays for clients to be told
 		}
 		n.log.Info("removing the fleet record of a session this node no longer has", "tenant", k.tenant, "session_id", k.id)
@@ -434,7 +447,7 @@ func (n *Node) fenceLoop(local session.Store, kill func(ctx context.Context, ten
 		}
 		for _, s := range sessions {
 			r, ok := n.cache.Lookup(s.Tenant, s.ID)
-			if !ok || (r.Session.State == registry.Live && r.Session.Node == n.cfg.Name) {
+			if !ok || (r.Session.Held() && r.Session.Node == n.cfg.Name) {
 				continue
 			}
 			k := sessionKey{s.Tenant, s.ID}
@@ -500,7 +513,7 @@ func (n *Node) reapWhileLeading(lead registry.Leadership) {
 		}
 		owners := map[string]bool{}
 		for _, s := range snap.Sessions {
-			if s.State == registry.Live && !live[s.Node] {
+			if s.Held() && !live[s.Node] {
 				owners[s.Node] = true
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 )
 
@@ -183,7 +184,16 @@ func (s *Server) exportSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
-	sn, err := s.m.Layers().ImportSnapshot(r.Context(), tenant(r), r.PathValue("name"), http.MaxBytesReader(w, r.Body, s.cfg.MaxImageBytes))
+	var opts []session.ImportOption
+	switch r.URL.Query().Get("auto_delete") {
+	case "", "false":
+	case "true":
+		opts = append(opts, session.ImportAutoDelete())
+	default:
+		s.writeError(w, r, errdefs.New(errdefs.ErrInvalidArgument, "auto_delete must be true or false"))
+		return
+	}
+	sn, err := s.m.Layers().ImportSnapshot(r.Context(), tenant(r), r.PathValue("name"), http.MaxBytesReader(w, r.Body, s.cfg.MaxImageBytes), opts...)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -115,8 +115,17 @@ type Layers interface {
 	ListSnapshots(ctx context.Context, tenant string) ([]*SnapshotInfo, error)
 	DeleteSnapshot(ctx context.Context, tenant, name string) error
 	ExportSnapshot(ctx context.Context, tenant, name string, w io.Writer) error
-	ImportSnapshot(ctx context.Context, tenant, name string, r io.Reader) (*SnapshotInfo, error)
+	ImportSnapshot(ctx context.Context, tenant, name string, r io.Reader, opts ...ImportOption) (*SnapshotInfo, error)
 }
+
+// ImportOption changes how ImportSnapshot stores a snapshot.
+type ImportOption func(*Snapshot)
+
+// ImportAutoDelete marks the imported snapshot as a fork's snapshot is
+// marked: it goes with the last session started from it. A fleet node
+// that moves a session imports its snapshot so on the target, where the
+// moved session runs on it (docs/FLEET.md, "Drain and upgrades").
+func ImportAutoDelete() ImportOption { return func(sn *Snapshot) { sn.AutoDelete = true } }
 
 // layerHost is what the layers service needs of the manager, and all it
 // may use of it.
@@ -207,7 +216,7 @@ func (o layersOff) DeleteSnapshot(context.Context, string, string) error        
 func (o layersOff) ExportSnapshot(context.Context, string, string, io.Writer) error {
 	return o.err
 }
-func (o layersOff) ImportSnapshot(context.Context, string, string, io.Reader) (*SnapshotInfo, error) {
+func (o layersOff) ImportSnapshot(context.Context, string, string, io.Reader, ...ImportOption) (*SnapshotInfo, error) {
 	return nil, o.err
 }
 

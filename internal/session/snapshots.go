@@ -414,7 +414,7 @@ func (l *layerService) ExportSnapshot(ctx context.Context, tenant, name string, 
 // the first session made from the snapshot); until a pull or import stores
 // it, with the same digest, sessions from the snapshot fail with an error
 // that names the digest.
-func (l *layerService) ImportSnapshot(ctx context.Context, tenant, name string, r io.Reader) (_ *SnapshotInfo, err error) {
+func (l *layerService) ImportSnapshot(ctx context.Context, tenant, name string, r io.Reader, opts ...ImportOption) (_ *SnapshotInfo, err error) {
 	if err := checkName("snapshot", name); err != nil {
 		return nil, err
 	}
@@ -456,6 +456,9 @@ func (l *layerService) ImportSnapshot(ctx context.Context, tenant, name string, 
 	}
 	sn.Image, sn.ImageDigest, sn.Overlays = man.Image, man.ImageDigest, man.Overlays
 	sn.SizeBytes, sn.CreatedAt = st.Bytes, time.Now().UTC()
+	for _, o := range opts {
+		o(sn)
+	}
 	missing := false
 	if sn.ImageDigest != "" {
 		switch _, lerr := l.images.AcquireDigest(snapshotHolder(sn.ID), sn.ImageDigest); {

@@ -6,7 +6,8 @@
 // Key layout, under a prefix (default /warren/fleet/):
 //
 //	nodes/NODE              JSON registry.Node, bound to the node's lease
-//	drain/NODE              present while NODE is draining (no lease)
+//	drain/NODE              present while NODE is draining (no lease):
+//	                        empty, or "move" when NODE moves its sessions
 //	sessions/TENANT/ID      JSON registry.Session (no lease: a node's
 //	                        restart finds its sessions' records)
 //	owner/NODE/TENANT/ID    empty; the index of NODE's sessions, written
@@ -347,44 +348,60 @@ func (r *Registry) Nodes(ctx context.Context) ([]registry.Node, error) {
 	defer cancel()
 	resp, err := r.cli.Txn(ctx).Then(
 		clientv3.OpGet(r.p+"nodes/", clientv3.WithPrefix()),
-		clientv3.OpGet(r.p+"drain/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(r.p+"drain/", clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, unavailable("list nodes", err)
 	}
-	nodes, _, err := r.decodeNodes(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
+	nodes, _, _, err := r.decodeNodes(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
 	return nodes, err
 }
 
-func (r *Registry) decodeNodes(nodeKVs, drainKVs []*mvccKV) ([]registry.Node, []string, error) {
-	draining := map[string]bool{}
-	var names []string
+// drainMove is the value of a drain mark set by DrainMove.
+const drainMove = "move"
+
+func (r *Registry) decodeNodes(nodeKVs, drainKVs []*mvccKV) (nodes []registry.Node, draining, moving []string, err error) {
+	marks := map[string]string{}
 	for _, kv := range drainKVs {
 		name, _ := url.PathUnescape(strings.TrimPrefix(string(kv.Key), r.p+"drain/"))
-		draining[name] = true
-		names = append(names, name)
+		marks[name] = string(kv.Value)
+		draining = append(draining, name)
+		if string(kv.Value) == drainMove {
+			moving = append(moving, name)
+		}
 	}
-	nodes := make([]registry.Node, 0, len(nodeKVs))
+	nodes = make([]registry.Node, 0, len(nodeKVs))
 	for _, kv := range nodeKVs {
 		var n registry.Node
 		if err := json.Unmarshal(kv.Value, &n); err != nil {
-			return nil, nil, fmt.Errorf("fleet registry: node record %s: %w", kv.Key, err)
+			return nil, nil, nil, fmt.Errorf("fleet registry: node record %s: %w", kv.Key, err)
 		}
-		n.Draining = draining[n.Name]
+		mark, ok := marks[n.Name]
+		n.Draining, n.Moving = ok, mark == drainMove
 		nodes = append(nodes, n)
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	sort.Strings(names)
-	return nodes, names, nil
+	sort.Strings(draining)
+	sort.Strings(moving)
+	return nodes, draining, moving, nil
 }
 
 // Drain sets or removes a node's drain mark.
 func (r *Registry) Drain(ctx context.Context, node string, draining bool) error {
+	return r.mark(ctx, node, draining, "")
+}
+
+// DrainMove sets a node's drain mark to "move".
+func (r *Registry) DrainMove(ctx context.Context, node string) error {
+	return r.mark(ctx, node, true, drainMove)
+}
+
+func (r *Registry) mark(ctx context.Context, node string, draining bool, value string) error {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	var err error
 	if draining {
-		_, err = r.cli.Put(ctx, r.drainKey(node), "")
+		_, err = r.cli.Put(ctx, r.drainKey(node), value)
 	} else {
 		_, err = r.cli.Delete(ctx, r.drainKey(node))
 	}
@@ -418,24 +435,40 @@ func (r *Registry) CreateSession(ctx context.Context, s registry.Session, q regi
 		if err != nil {
 			return unavailable("create session", err)
 		}
-		if existing := resp.Responses[1].GetResponseRange().Kvs; len(existing) > 0 {
-			return r.existsErr(s, existing[0].Value)
-		}
 		used, rev, err := usageOf(resp.Responses[0].GetResponseRange().Kvs)
 		if err != nil {
 			return err
 		}
-		if err := overQuota(s, used, q); err != nil {
-			return err
+		var cmp clientv3.Cmp
+		var ops []clientv3.Op
+		if existing := resp.Responses[1].GetResponseRange().Kvs; len(existing) > 0 {
+			old, ok := r.movingFrom(s, existing[0].Value)
+			if !ok {
+				return r.existsErr(s, existing[0].Value)
+			}
+			// A move's hand-over: the slot stays counted; only what
+			// the session grows by must fit.
+			grown := registry.Session{Tenant: s.Tenant, MemoryMB: max(s.MemoryMB-old.MemoryMB, 0), MilliCPUs: max(s.MilliCPUs-old.MilliCPUs, 0)}
+			if err := overQuota(grown, used, registry.Quota{MaxMemoryMB: q.MaxMemoryMB, MaxMilliCPUs: q.MaxMilliCPUs}); err != nil {
+				return err
+			}
+			cmp = clientv3.Compare(clientv3.ModRevision(sk), "=", existing[0].ModRevision)
+			ops = []clientv3.Op{clientv3.OpPut(uk, used.plus(old, -1).add(s, 1))}
+			if old.Node != s.Node { // etcd refuses two operations on one key in a transaction
+				ops = append(ops, clientv3.OpDelete(r.ownerKey(old.Node, s.Tenant, s.ID)))
+			}
+		} else {
+			if err := overQuota(s, used, q); err != nil {
+				return err
+			}
+			cmp = clientv3.Compare(clientv3.Version(sk), "=", 0)
+			ops = []clientv3.Op{clientv3.OpPut(uk, used.add(s, 1))}
 		}
+		ops = append(ops, clientv3.OpPut(sk, string(b)), clientv3.OpPut(r.ownerKey(s.Node, s.Tenant, s.ID), ""))
 		tx, err := r.cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.Version(sk), "=", 0),
+			cmp,
 			clientv3.Compare(clientv3.ModRevision(uk), "=", rev),
-		).Then(
-			clientv3.OpPut(sk, string(b)),
-			clientv3.OpPut(r.ownerKey(s.Node, s.Tenant, s.ID), ""),
-			clientv3.OpPut(uk, used.add(s, 1)),
-		).Commit()
+		).Then(ops...).Commit()
 		if err != nil {
 			return unavailable("create session", err)
 		}
@@ -446,13 +479,68 @@ func (r *Registry) CreateSession(ctx context.Context, s registry.Session, q regi
 	return errdefs.New(errdefs.ErrUnavailable, "fleet registry: too many concurrent changes to tenant %s; try again", s.Tenant)
 }
 
+// movingFrom returns the existing record raw if s continues its move
+// (s.MovedFrom names its node, where it is Moving).
+func (r *Registry) movingFrom(s registry.Session, raw []byte) (registry.Session, bool) {
+	var old registry.Session
+	if s.MovedFrom == "" || json.Unmarshal(raw, &old) != nil {
+		return old, false
+	}
+	return old, old.State == registry.Moving && old.Node == s.MovedFrom
+}
+
+// MarkMoving turns node's record of (tenant, id) from Live to Moving, or
+// back.
+func (r *Registry) MarkMoving(ctx context.Context, tenant, id, node string, moving bool) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	from, to := registry.Live, registry.Moving
+	if !moving {
+		from, to = to, from
+	}
+	sk := r.sessionKey(tenant, id)
+	for range maxRounds {
+		resp, err := r.cli.Get(ctx, sk)
+		if err != nil {
+			return unavailable("mark a session moving", err)
+		}
+		if len(resp.Kvs) == 0 {
+			return errdefs.New(errdefs.ErrNotFound, "session %s not found in the fleet", id)
+		}
+		var cur registry.Session
+		if err := json.Unmarshal(resp.Kvs[0].Value, &cur); err != nil {
+			return fmt.Errorf("fleet registry: session record %s/%s: %w", tenant, id, err)
+		}
+		switch {
+		case cur.Node == node && cur.State == to:
+			return nil
+		case cur.Node != node || cur.State != from:
+			return errdefs.New(errdefs.ErrConflict, "session %s is %s on node %s, not %s on %s", id, cur.State, cur.Node, from, node)
+		}
+		cur.State = to
+		b, _ := json.Marshal(cur)
+		tx, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(sk), "=", resp.Kvs[0].ModRevision)).
+			Then(clientv3.OpPut(sk, string(b))).Commit()
+		if err != nil {
+			return unavailable("mark a session moving", err)
+		}
+		if tx.Succeeded {
+			return nil
+		}
+	}
+	return errdefs.New(errdefs.ErrUnavailable, "fleet registry: too many concurrent changes to session %s; try again", id)
+}
+
 func (r *Registry) existsErr(s registry.Session, raw []byte) error {
 	var old registry.Session
 	if err := json.Unmarshal(raw, &old); err != nil {
 		return fmt.Errorf("fleet registry: session record %s/%s: %w", s.Tenant, s.ID, err)
 	}
-	if old.State == registry.Lost {
+	switch old.State {
+	case registry.Lost:
 		return errdefs.New(errdefs.ErrConflict, "session %s was lost with node %s; delete it before reusing the id", s.ID, old.Node)
+	case registry.Moving:
+		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is moving from node %s to another node; try again in a moment", s.ID, old.Node)
 	}
 	return errdefs.New(errdefs.ErrConflict, "session %s exists on node %s", s.ID, old.Node)
 }
@@ -467,11 +555,16 @@ type usage registry.Usage
 
 // add returns the value after s came (sign 1) or went (-1), never below 0.
 func (u usage) add(s registry.Session, sign int) string {
+	b, _ := json.Marshal(registry.Usage(u.plus(s, sign)))
+	return string(b)
+}
+
+// plus is the usage after s came (sign 1) or went (-1), never below 0.
+func (u usage) plus(s registry.Session, sign int) usage {
 	u.Sessions = max(u.Sessions+sign, 0)
 	u.MemoryMB = max(u.MemoryMB+int64(sign)*s.MemoryMB, 0)
 	u.MilliCPUs = max(u.MilliCPUs+int64(sign)*s.MilliCPUs, 0)
-	b, _ := json.Marshal(registry.Usage(u))
-	return string(b)
+	return u
 }
 
 // overQuota checks that s fits in its tenant's quota after used.
@@ -551,7 +644,7 @@ func (r *Registry) DeleteSession(ctx context.Context, tenant, id, node string) e
 			return err
 		}
 		ops := []clientv3.Op{clientv3.OpDelete(sk), clientv3.OpDelete(r.ownerKey(node, tenant, id))}
-		if s.State == registry.Live {
+		if s.Held() {
 			ops = append(ops, clientv3.OpPut(uk, used.add(s, -1)))
 		}
 		tx, err := r.cli.Txn(ctx).If(
@@ -609,7 +702,7 @@ func (r *Registry) NodeSessions(ctx context.Context, node string) ([]registry.Se
 	return out, nil
 }
 
-// MarkLost marks node's Live sessions Lost, one transaction per session,
+// MarkLost marks node's Live and Moving sessions Lost, one transaction per session,
 // each guarded by the node's entry still being absent, so a node that
 // comes back in the middle keeps the rest.
 func (r *Registry) MarkLost(ctx context.Context, node string) (int, error) {
@@ -622,7 +715,7 @@ func (r *Registry) MarkLost(ctx context.Context, node string) (int, error) {
 	var lease clientv3.LeaseID
 	marked := 0
 	for _, s := range sessions {
-		if s.State != registry.Live || s.Node != node {
+		if !s.Held() || s.Node != node {
 			continue
 		}
 		if lease == 0 {
@@ -664,7 +757,7 @@ func (r *Registry) markLost(ctx context.Context, s registry.Session, lease clien
 		if err := json.Unmarshal(kvs[0].Value, &cur); err != nil {
 			return false, fmt.Errorf("fleet registry: session record %s/%s: %w", s.Tenant, s.ID, err)
 		}
-		if cur.State != registry.Live {
+		if !cur.Held() {
 			return true, nil
 		}
 		used, rev, err := usageOf(resp.Responses[0].GetResponseRange().Kvs)
@@ -716,7 +809,7 @@ func (r *Registry) Snapshot(ctx context.Context) (registry.Snapshot, error) {
 	defer cancel()
 	resp, err := r.cli.Txn(ctx).Then(
 		clientv3.OpGet(r.p+"nodes/", clientv3.WithPrefix()),
-		clientv3.OpGet(r.p+"drain/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(r.p+"drain/", clientv3.WithPrefix()),
 		clientv3.OpGet(r.p+"sessions/", clientv3.WithPrefix()),
 		clientv3.OpGet(r.p+"objects/", clientv3.WithPrefix()),
 	).Commit()
@@ -724,7 +817,7 @@ func (r *Registry) Snapshot(ctx context.Context) (registry.Snapshot, error) {
 		return registry.Snapshot{}, unavailable("snapshot", err)
 	}
 	snap := registry.Snapshot{Rev: resp.Header.Revision}
-	if snap.Nodes, snap.Draining, err = r.decodeNodes(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs); err != nil {
+	if snap.Nodes, snap.Draining, snap.Moving, err = r.decodeNodes(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs); err != nil {
 		return registry.Snapshot{}, err
 	}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
@@ -784,6 +877,7 @@ func (r *Registry) event(ev *clientv3.Event) (registry.Event, bool) {
 		e.Node = &n
 	case "drain":
 		e.Drain, _ = url.PathUnescape(rest)
+		e.Move = !e.Deleted && string(ev.Kv.Value) == drainMove
 	case "sessions":
 		t, id, _ := strings.Cut(rest, "/")
 		s := registry.Session{}

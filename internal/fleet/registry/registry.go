@@ -35,9 +35,12 @@ type Node struct {
 	// more it would take now.
 	Capacity int `json:"capacity"`
 	Free     int `json:"free"`
-	// Draining is set by Drain: placement skips the node. It is not part
-	// of what the node writes; the registry fills it in.
+	// Draining is set by Drain or DrainMove: placement skips the node.
+	// Moving is set by DrainMove: the node moves its sessions to other
+	// nodes. Neither is part of what the node writes; the registry fills
+	// them in.
 	Draining bool `json:"-"`
+	Moving   bool `json:"-"`
 	// Version is the node's warren version.
 	Version string `json:"version,omitempty"`
 	// Started is when the node's daemon started; a changed Started under
@@ -54,6 +57,11 @@ const (
 	// fleet gave the session's quota back and the owner kills the session
 	// if it ever returns (fencing).
 	Lost = "lost"
+	// Moving: the owner node is moving the session to another node
+	// (drain --move). It counts against the quota like Live; routers
+	// answer unavailable (retry) for it, and a create that continues the
+	// move (Session.MovedFrom) takes the record over.
+	Moving = "moving"
 )
 
 // Session is the fleet's record of one session: who owns it. The session's
@@ -70,10 +78,17 @@ type Session struct {
 	// Lost is when the fleet declared the session lost (State Lost).
 	LostAt time.Time `json:"lost_at,omitzero"`
 	// MemoryMB and MilliCPUs are the session's limits, counted against
-	// its tenant's fleet-wide quota while it is Live.
+	// its tenant's fleet-wide quota while it is Live (or Moving).
 	MemoryMB  int64 `json:"memory_mb,omitempty"`
 	MilliCPUs int64 `json:"milli_cpus,omitempty"`
+	// MovedFrom, in a CreateSession only (not stored), continues a move:
+	// the record, Moving on that node, is taken over instead of refused.
+	MovedFrom string `json:"-"`
 }
+
+// Held reports whether the record holds its tenant's quota: Live or
+// Moving.
+func (s Session) Held() bool { return s.State == Live || s.State == Moving }
 
 // Quota bounds a tenant's Live sessions across the fleet; a zero field is
 // no bound.
@@ -102,24 +117,35 @@ type Registry interface {
 	// Nodes returns the live nodes, ordered by name.
 	Nodes(ctx context.Context) ([]Node, error)
 	// Drain marks a node draining (placement skips it) or, with false,
-	// takes the mark off. The mark outlives the node's entry.
+	// takes the mark off. The mark outlives the node's entry. A node
+	// marked moving by DrainMove is only draining afterwards.
 	Drain(ctx context.Context, node string, draining bool) error
+	// DrainMove marks a node draining and moving: placement skips it and
+	// the node itself moves its sessions to other nodes (fleet.Node's
+	// mover). Drain(node, false) takes the mark off.
+	DrainMove(ctx context.Context, node string) error
 
 	// CreateSession records a new Live session of s.Node, and in the same
 	// atomic step counts it (one session, its memory and CPUs) against its
 	// tenant's fleet-wide usage, if that stays within q. Of concurrent
 	// creates of one (tenant, id), or for a tenant's last slot, exactly
-	// one succeeds.
+	// one succeeds. With s.MovedFrom set, a record Moving on that node is
+	// taken over (it becomes s, Live on s.Node, its quota slot handed on:
+	// only a growth of memory or CPUs is checked against q).
 	CreateSession(ctx context.Context, s Session, q Quota) error
+	// MarkMoving marks node's Live record of (tenant, id) Moving, or, with
+	// false, Moving back to Live. A record of another node, or in another
+	// state, is a conflict; a missing one not_found.
+	MarkMoving(ctx context.Context, tenant, id, node string, moving bool) error
 	// GetSession returns the record of (tenant, id).
 	GetSession(ctx context.Context, tenant, id string) (Session, error)
 	// DeleteSession removes the record of (tenant, id) owned by node and
-	// gives back its quota if it was Live. A record of another node is a
+	// gives back its quota if it was Live or Moving. A record of another node is a
 	// conflict; a missing one is not an error.
 	DeleteSession(ctx context.Context, tenant, id, node string) error
 	// NodeSessions returns the records owned by node.
 	NodeSessions(ctx context.Context, node string) ([]Session, error)
-	// MarkLost marks node's Live sessions Lost and gives back their quota,
+	// MarkLost marks node's Live (and Moving) sessions Lost and gives back their quota,
 	// unless the node is alive again (then it does nothing and returns 0).
 	// It returns how many it marked.
 	MarkLost(ctx context.Context, node string) (int, error)
@@ -199,8 +225,10 @@ type Snapshot struct {
 	Rev      int64
 	Nodes    []Node // with Draining filled in
 	Sessions []Session
-	// Draining names the nodes marked draining, alive or not.
+	// Draining names the nodes marked draining, alive or not; Moving
+	// those of them marked by DrainMove.
 	Draining []string
+	Moving   []string
 	// Objects are every object (API keys, tenants' settings).
 	Objects []Object
 }
@@ -224,7 +252,9 @@ type Event struct {
 	Node    *Node
 	Session *Session
 	Object  *Object
-	// Drain names a node whose drain mark was set or taken off.
+	// Drain names a node whose drain mark was set or taken off; Move
+	// says the mark set is DrainMove's.
 	Drain   string
+	Move    bool
 	Deleted bool
 }

@@ -29,6 +29,105 @@ func Run(t *testing.T, open func(t *testing.T) registry.Registry) {
 	t.Run("Secret", func(t *testing.T) { testSecret(t, open(t)) })
 	t.Run("Objects", func(t *testing.T) { testObjects(t, open(t)) })
 	t.Run("ResourceQuota", func(t *testing.T) { testResourceQuota(t, open(t)) })
+	t.Run("Moving", func(t *testing.T) { testMoving(t, open(t)) })
+}
+
+// testMoving: a record marked Moving keeps its quota slot, refuses other
+// creates of its id (retry) and is taken over by the create that continues
+// the move, on another node or on its own; delete and MarkLost give its
+// quota back.
+func testMoving(t *testing.T, r registry.Registry) {
+	ctx := context.Background()
+	q := registry.Quota{MaxSessions: 1, MaxMemoryMB: 1024}
+	usage := func(want registry.Usage) {
+		t.Helper()
+		if u, err := r.UsageOf(ctx, "mv"); err != nil || u != want {
+			t.Fatalf("usage = %+v, %v; want %+v", u, err, want)
+		}
+	}
+	state := func(id, node, st string) {
+		t.Helper()
+		if s, err := r.GetSession(ctx, "mv", id); err != nil || s.Node != node || s.State != st {
+			t.Fatalf("record of %s = %+v, %v; want %s on %s", id, s, err, st, node)
+		}
+		if ss, err := r.NodeSessions(ctx, node); err != nil || len(ss) != 1 || ss[0].ID != id {
+			t.Fatalf("NodeSessions(%s) = %+v, %v; want %s", node, ss, err, id)
+		}
+	}
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "mv", ID: "m1", Node: "a", MemoryMB: 512}, q); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.MarkMoving(ctx, "mv", "m1", "b", true); !errdefs.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("MarkMoving by another node = %v, want conflict", err)
+	}
+	if err := r.MarkMoving(ctx, "mv", "nope", "a", true); !errdefs.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("MarkMoving of no record = %v, want not_found", err)
+	}
+	for range 2 { // a second mark changes nothing
+		if err := r.MarkMoving(ctx, "mv", "m1", "a", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state("m1", "a", registry.Moving)
+	usage(registry.Usage{Sessions: 1, MemoryMB: 512})
+	for _, c := range []struct {
+		s    registry.Session
+		want *errdefs.Class
+	}{
+		{registry.Session{Tenant: "mv", ID: "m1", Node: "b", MemoryMB: 512}, errdefs.ErrUnavailable},                        // not the move's create: retry
+		{registry.Session{Tenant: "mv", ID: "m2", Node: "b"}, errdefs.ErrResourceExhausted},                                 // the slot is held
+		{registry.Session{Tenant: "mv", ID: "m1", Node: "b", MovedFrom: "c"}, errdefs.ErrUnavailable},                       // not from there: as any create
+		{registry.Session{Tenant: "mv", ID: "m1", Node: "b", MovedFrom: "a", MemoryMB: 2048}, errdefs.ErrResourceExhausted}, // grows past the quota
+	} {
+		if err := r.CreateSession(ctx, c.s, q); !errdefs.Is(err, c.want) {
+			t.Fatalf("CreateSession(%+v) = %v, want %v", c.s, err, c.want)
+		}
+	}
+	// The move's create takes the record and its slot over.
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "mv", ID: "m1", Node: "b", MovedFrom: "a", MemoryMB: 256}, q); err != nil {
+		t.Fatal(err)
+	}
+	state("m1", "b", registry.Live)
+	if ss, _ := r.NodeSessions(ctx, "a"); len(ss) != 0 {
+		t.Fatalf("NodeSessions(a) after the move = %+v, want none", ss)
+	}
+	usage(registry.Usage{Sessions: 1, MemoryMB: 256})
+	// Moving back to Live; a move that ends where it began.
+	if err := r.MarkMoving(ctx, "mv", "m1", "b", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.MarkMoving(ctx, "mv", "m1", "b", false); err != nil {
+		t.Fatal(err)
+	}
+	state("m1", "b", registry.Live)
+	if err := r.MarkMoving(ctx, "mv", "m1", "b", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "mv", ID: "m1", Node: "b", MovedFrom: "b", MemoryMB: 256}, q); err != nil {
+		t.Fatal(err)
+	}
+	state("m1", "b", registry.Live)
+	usage(registry.Usage{Sessions: 1, MemoryMB: 256})
+	// A Moving record's quota comes back with its delete, and with
+	// MarkLost.
+	if err := r.MarkMoving(ctx, "mv", "m1", "b", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteSession(ctx, "mv", "m1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	usage(registry.Usage{})
+	if err := r.CreateSession(ctx, registry.Session{Tenant: "mv", ID: "m3", Node: "dead", MemoryMB: 100}, q); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.MarkMoving(ctx, "mv", "m3", "dead", true); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.MarkLost(ctx, "dead"); err != nil || n != 1 {
+		t.Fatalf("MarkLost of a moving session = %d, %v; want 1", n, err)
+	}
+	state("m3", "dead", registry.Lost)
+	usage(registry.Usage{})
 }
 
 // testResourceQuota: memory and CPUs are counted with the session record
@@ -197,7 +296,8 @@ func testMembership(t *testing.T, r registry.Registry) {
 }
 
 func testDrain(t *testing.T, r registry.Registry) {
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background()) // ends the watch
+	defer cancel()
 	join(t, r, "a", 2*time.Second)
 	if err := r.Drain(ctx, "a", true); err != nil {
 		t.Fatal(err)
@@ -210,11 +310,61 @@ func testDrain(t *testing.T, r registry.Registry) {
 	if err != nil || fmt.Sprint(snap.Draining) != "[a]" {
 		t.Fatalf("Snapshot.Draining = %v, %v; want [a]", snap.Draining, err)
 	}
-	if err := r.Drain(ctx, "a", false); err != nil {
+	if nodes[0].Moving || len(snap.Moving) != 0 {
+		t.Fatalf("Drain(true) marked a moving: %+v, %v", nodes[0], snap.Moving)
+	}
+	// DrainMove: draining and moving, in Nodes, Snapshot and Watch; a
+	// mark of a node without an entry counts too.
+	ch := r.Watch(ctx, snap.Rev)
+	for _, n := range []string{"a", "gone"} {
+		if err := r.DrainMove(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes, err = r.Nodes(ctx)
+	if err != nil || len(nodes) != 1 || !nodes[0].Draining || !nodes[0].Moving {
+		t.Fatalf("Nodes after DrainMove = %+v, %v; want a draining and moving", nodes, err)
+	}
+	snap, err = r.Snapshot(ctx)
+	if err != nil || fmt.Sprint(snap.Draining, snap.Moving) != "[a gone] [a gone]" {
+		t.Fatalf("Snapshot after DrainMove: Draining %v, Moving %v, %v; want [a gone] both", snap.Draining, snap.Moving, err)
+	}
+	// Drain(true) over a move mark leaves it draining only.
+	if err := r.Drain(ctx, "gone", true); err != nil {
 		t.Fatal(err)
 	}
-	if nodes, _ := r.Nodes(ctx); nodes[0].Draining {
-		t.Fatalf("still draining after Drain(false)")
+	if snap, err = r.Snapshot(ctx); err != nil || fmt.Sprint(snap.Draining, snap.Moving) != "[a gone] [a]" {
+		t.Fatalf("Snapshot after Drain(gone): Draining %v, Moving %v, %v; want [a gone] [a]", snap.Draining, snap.Moving, err)
+	}
+	for _, n := range []string{"a", "gone"} {
+		if err := r.Drain(ctx, n, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if nodes, _ := r.Nodes(ctx); nodes[0].Draining || nodes[0].Moving {
+		t.Fatalf("still draining after Drain(false): %+v", nodes[0])
+	}
+	want := []string{"a move", "gone move", "gone", "-a", "-gone"}
+	var got []string
+	timeout := time.After(5 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case e := <-ch:
+			switch {
+			case e.Drain == "":
+			case e.Deleted:
+				got = append(got, "-"+e.Drain)
+			case e.Move:
+				got = append(got, e.Drain+" move")
+			default:
+				got = append(got, e.Drain)
+			}
+		case <-timeout:
+			t.Fatalf("drain events %v, want %v", got, want)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("drain events %v, want %v", got, want)
 	}
 }
 

@@ -4082,7 +4082,14 @@ export interface operations {
     };
     importSnapshot: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Store the snapshot as a fork's snapshot is stored: it is deleted
+                 *     with the last session started from it. A fleet node moving a
+                 *     session to another node imports its snapshot so (docs/FLEET.md).
+                 */
+                auto_delete?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The snapshot's name. */
