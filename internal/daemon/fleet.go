@@ -174,8 +174,8 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
 				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
 		},
-		Place: func() edge.Owner {
-			p, ok := n.Place()
+		Place: func(exclude []string) edge.Owner {
+			p, ok := n.Place(exclude...)
 			if !ok {
 				return edge.Owner{}
 			}
