@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/config"
@@ -164,8 +165,14 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 		return next
 	}
 	n := d.fleet.node
+	files := e2b.NewFleetFiles(n.Secret)
 	return d.edge.Forward(&edge.Forwarding{Node: n.Name(), Secret: n.Secret, PreviewDomain: d.cfg.PreviewDomain,
 		Credentials: e2b.WarrenCredentials,
+		SignedSandbox: func(r *http.Request) string {
+			return files.Sandbox(r, func(yield func(tenant, id string, created time.Time) bool) {
+				n.Cache().Sessions(func(s registry.Session) bool { return yield(s.Tenant, s.ID, s.Created) })
+			})
+		},
 		LocateID: func(id string) edge.Owner {
 			r, ok := n.Cache().LookupID(id, n.Name())
 			if !ok {
@@ -196,6 +203,15 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
 				Alive: r.Alive, Lost: r.Session.State == registry.Lost}
 		}}, next)
+}
+
+// fleetSecret is the fleet's shared secret for the E2B facade's access
+// tokens (e2b.Config.FleetSecret), nil without a fleet.
+func (d *Daemon) fleetSecret() func() []byte {
+	if d.fleet == nil {
+		return nil
+	}
+	return d.fleet.node.Secret
 }
 
 // fleetNodeName is the node's name in its fleet, "" without one.

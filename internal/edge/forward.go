@@ -67,6 +67,10 @@ type Forwarding struct {
 	// E2B sandbox's envd reached with the sandbox's access token or a
 	// signed URL, which name no tenant (nil: such requests stay here).
 	LocateID func(id string) Owner
+	// SignedSandbox, if set, returns the sandbox a signed E2B /files URL
+	// that names none (built on the API's address) was made for: the one
+	// whose access token makes its signature ("" if none is known).
+	SignedSandbox func(r *http.Request) string
 	// Credentials, if set, returns r with its credentials in the form
 	// the authenticator takes (the E2B facade's e2b_ keys become warren
 	// keys), for Forward to learn the caller's tenant.
@@ -225,6 +229,16 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				id, envd = h, true
 			} else {
 				id = SandboxOfE2BPath(r.URL.Path)
+			}
+		}
+		if id == "" && r.URL.Path == "/files" && f.SignedSandbox != nil && r.Header.Get(ForwardHeader) == "" && r.URL.Query().Has("signature") {
+			// A signed file URL built on the API's address names its
+			// sandbox by its signature alone: routed like envd with
+			// E2BSandboxHeader, which the owner then reads (and checks
+			// the signature against that sandbox's token).
+			if id = f.SignedSandbox(r); id != "" {
+				envd = true
+				r.Header.Set(E2BSandboxHeader, id)
 			}
 		}
 		if id == "" && f.PreviewDomain != "" {
