@@ -105,7 +105,12 @@ func (pf *placeFleet) hits() string {
 
 func (pf *placeFleet) create(t *testing.T, body string) (*http.Response, string) {
 	t.Helper()
-	resp, err := http.Post(pf.nodes["a"].srv.URL+"/v1/sessions", "application/json", strings.NewReader(body))
+	return pf.post(t, "/v1/sessions", body)
+}
+
+func (pf *placeFleet) post(t *testing.T, path, body string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Post(pf.nodes["a"].srv.URL+path, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +140,21 @@ func TestPlacementRetriesNodeRefusals(t *testing.T) {
 	}
 	if h := pf.hits(); h != "a=0 b=1 c=1" {
 		t.Fatalf("hits %s, want b refusing once and c creating", h)
+	}
+
+	// The creates of the other transports that carry a whole body: MCP's
+	// create_session and a Connect (JSON) CreateSession, and E2B's.
+	for _, c := range []struct{ path, body string }{
+		{"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_session","arguments":{"id":"m1"}}}`},
+		{rpcCreate, `{"id":"r1"}`},
+		{"/e2b/sandboxes", `{"templateID":"base"}`},
+	} {
+		if resp, body := pf.post(t, c.path, c.body); resp.StatusCode != 200 || body != "c "+c.body {
+			t.Fatalf("%s with b full = %d %q, want c creating it", c.path, resp.StatusCode, body)
+		}
+		if h := pf.hits(); h != "a=0 b=1 c=1" {
+			t.Fatalf("%s: hits %s, want b refusing once and c creating", c.path, h)
+		}
 	}
 
 	// A draining node is passed over the same way.

@@ -16,7 +16,7 @@ import (
 )
 
 // TestFleetPlacementSurvivesStaleCapacity: a burst of creates through one
-// node of two, as many as the fleet holds, REST and E2B mixed. Every node
+// node of two, as many as the fleet holds, over REST, E2B, Connect and MCP. Every node
 // publishes its free capacity about 200 ms after a change, so placement
 // sends some creates to a node that just filled up; it refuses them for
 // its own reason (full), and the receiving node places them on the other.
@@ -40,19 +40,49 @@ func TestFleetPlacementSurvivesStaleCapacity(t *testing.T) {
 		return err == nil && tn.Quota.MaxSessions == 2*capacity+1 && err2 == nil
 	})
 	c := client.New(n0.url, client.WithToken(k.Secret))
-	e2bCreate := func() (int, string, string) {
-		req, _ := http.NewRequest("POST", n0.url+"/e2b/sandboxes", strings.NewReader(`{"templateID":"base","timeout":120}`))
+	post := func(path, body string, hdr ...string) (int, string) {
+		req, _ := http.NewRequest("POST", n0.url+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+k.Secret)
 		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return -1, "", err.Error()
+			return -1, err.Error()
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		var sb struct{ SandboxID string }
-		_ = json.Unmarshal(b, &sb)
-		return resp.StatusCode, sb.SandboxID, string(b)
+		return resp.StatusCode, string(b)
+	}
+	// create makes session i over REST, E2B, Connect (JSON) or MCP, in
+	// turn, and returns its id.
+	create := func(i int) (string, error) {
+		id := fmt.Sprint("burst", i)
+		switch i % 4 {
+		case 0:
+			_, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: id})
+			return id, err
+		case 1:
+			st, b := post("/e2b/sandboxes", `{"templateID":"base","timeout":120}`)
+			var sb struct{ SandboxID string }
+			if st != http.StatusCreated || json.Unmarshal([]byte(b), &sb) != nil {
+				return "", fmt.Errorf("E2B: %d %s", st, b)
+			}
+			return sb.SandboxID, nil
+		case 2:
+			if st, b := post("/warren.v1.SessionService/CreateSession", `{"id":"`+id+`"}`); st != http.StatusOK {
+				return "", fmt.Errorf("Connect: %d %s", st, b)
+			}
+			return id, nil
+		default:
+			st, b := post("/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_session","arguments":{"id":"`+id+`"}}}`,
+				"Accept", "application/json, text/event-stream", "Mcp-Protocol-Version", "2025-11-25")
+			if st != http.StatusOK || strings.Contains(b, `"isError":true`) {
+				return "", fmt.Errorf("MCP: %d %s", st, b)
+			}
+			return id, nil
+		}
 	}
 	var (
 		mu   sync.Mutex
@@ -69,23 +99,11 @@ func TestFleetPlacementSurvivesStaleCapacity(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if i%2 == 0 {
-				id := fmt.Sprint("burst", i)
-				_, err := c.CreateSession(bg, &api.CreateSessionRequest{ID: id})
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, fmt.Sprintf("REST create %s: %v", id, err))
-					return
-				}
-				ids = append(ids, id)
-				return
-			}
-			st, id, body := e2bCreate()
+			id, err := create(i)
 			mu.Lock()
 			defer mu.Unlock()
-			if st != http.StatusCreated {
-				errs = append(errs, fmt.Sprintf("E2B create: %d %s", st, body))
+			if err != nil {
+				errs = append(errs, err.Error())
 				return
 			}
 			ids = append(ids, id)
