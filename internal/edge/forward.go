@@ -534,8 +534,9 @@ type forwarder struct {
 // forwardTo sends r to its owner o, one hop, and answers the client with
 // o's answer. A 421 (a stale route) is tried once more after the cache
 // caught up; with catch, a refusal of o for a reason of its own
-// (NodeRefusedHeader) is not passed on and forwardTo returns true, for the
-// create to be placed elsewhere. counted says whether the caller's rate
+// (NodeRefusedHeader), or a connection to o that could not be made, is not
+// passed on and forwardTo returns true, for the create to be placed
+// elsewhere. counted says whether the caller's rate
 // limit was applied to r already; readBody keeps r's body (nil: none) to
 // send again, when retry.
 func (fw *forwarder) forwardTo(w http.ResponseWriter, r *http.Request, o Owner, who *auth.Identity, id string,
@@ -627,6 +628,12 @@ func (fw *forwarder) forwardTo(w http.ResponseWriter, r *http.Request, o Owner, 
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 				if errors.Is(err, errMisdirected) || errors.Is(err, errRefused) {
 					return // the caller tries again
+				}
+				if op := (*net.OpError)(nil); catch && errors.As(err, &op) && op.Op == "dial" {
+					// The node is gone (its entry not yet): the create
+					// never reached it, so it may go elsewhere.
+					refused = true
+					return
 				}
 				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "forward to fleet node %s: %v", o.Node, err))
 			},

@@ -120,9 +120,9 @@ func (pf *placeFleet) post(t *testing.T, path, body string) (*http.Response, str
 }
 
 // TestPlacementRetriesNodeRefusals: a placed create that its node refuses
-// for a reason of its own (full, draining) goes to another candidate, with
-// its body, each one hop from the receiving node, at most three nodes in
-// all; a refusal for the tenant's quota, a create of an id the fleet knows
+// for a reason of its own (full, draining), or that cannot be reached,
+// goes to another candidate, with its body, each one hop from the
+// receiving node, at most three nodes in all; a refusal for the tenant's quota, a create of an id the fleet knows
 // and the last try's refusal reach the client as they are.
 func TestPlacementRetriesNodeRefusals(t *testing.T) {
 	pf := newPlaceFleet(t)
@@ -196,6 +196,22 @@ func TestPlacementRetriesNodeRefusals(t *testing.T) {
 	}
 	if h := pf.hits(); h != "a=1 b=1 c=0" {
 		t.Fatalf("hits %s, want a refusing and b creating", h)
+	}
+
+	// A node that cannot be reached (dead, its entry not gone yet): the
+	// create never reached it and goes to the next.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	pf.mu.Lock()
+	pf.order = []string{"dead", "c", "b"}
+	pf.nodes["dead"] = &placeNode{name: "dead", srv: dead}
+	pf.mu.Unlock()
+	set("", "", "")
+	if resp, body := pf.create(t, `{"id":"x"}`); resp.StatusCode != 200 || body != `c {"id":"x"}` {
+		t.Fatalf("create with the first pick unreachable = %d %q, want c creating it", resp.StatusCode, body)
+	}
+	if h := pf.hits(); h != "a=0 b=0 c=1" {
+		t.Fatalf("hits %s, want c alone", h)
 	}
 
 	// A create of an id the fleet knows goes to its owner, whose refusal
