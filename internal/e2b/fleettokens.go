@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ func loadFleetSince(secretFile string) (time.Time, error) {
 	if secretFile == "" {
 		return now, nil
 	}
-	file := secretFile[:strings.LastIndexByte(secretFile, '/')+1] + fleetSinceFile
+	file := filepath.Join(filepath.Dir(secretFile), fleetSinceFile)
 	b, err := os.ReadFile(file)
 	if err == nil {
 		t, perr := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
