@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/config"
@@ -172,8 +173,14 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 		return next
 	}
 	n := d.fleet.node
+	files := e2b.NewFleetFiles(n.Secret)
 	f := &edge.Forwarding{Node: n.Name(), Secret: n.Secret, PreviewDomain: d.cfg.PreviewDomain, TLS: d.fleet.clientTLS,
 		Credentials: e2b.WarrenCredentials,
+		SignedSandbox: func(r *http.Request) string {
+			return files.Sandbox(r, func(yield func(tenant, id string, created time.Time) bool) {
+				n.Cache().Sessions(func(s registry.Session) bool { return yield(s.Tenant, s.ID, s.Created) })
+			})
+		},
 		LocateID: func(id string) edge.Owner {
 			r, ok := n.Cache().LookupID(id, n.Name())
 			if !ok {
@@ -182,8 +189,8 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 			return edge.Owner{Known: true, Here: r.Session.Node == n.Name(), Node: r.Session.Node, Addr: r.Node.Addr,
 				Alive: r.Alive, Lost: r.Session.State == registry.Lost, Moving: r.Session.State == registry.Moving}
 		},
-		Place: func() edge.Owner {
-			p, ok := n.Place()
+		Place: func(exclude []string) edge.Owner {
+			p, ok := n.Place(exclude...)
 			if !ok {
 				return edge.Owner{}
 			}
@@ -228,6 +235,15 @@ func (d *Daemon) forward(next http.Handler) http.Handler {
 	// Every transport's list of sessions covers the fleet.
 	d.manager.SetFleetLister(n.Name(), d.edge.FleetLister(f))
 	return d.edge.Forward(f, next)
+}
+
+// fleetSecret is the fleet's shared secret for the E2B facade's access
+// tokens (e2b.Config.FleetSecret), nil without a fleet.
+func (d *Daemon) fleetSecret() func() []byte {
+	if d.fleet == nil {
+		return nil
+	}
+	return d.fleet.node.Secret
 }
 
 // fleetNodeName is the node's name in its fleet, "" without one.

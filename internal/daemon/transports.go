@@ -60,7 +60,7 @@ func (d *Daemon) mountTransports() error {
 		keys = d.authStore()
 	}
 	e2bAPI, err := e2b.New(e2b.Config{Manager: d.manager, Edge: d.edge, Images: d.images, Keys: keys,
-		SecretFile: filepath.Join(d.cfg.DataDir, "e2b-secret"), PreviewDomain: d.cfg.PreviewDomain, Log: d.log})
+		SecretFile: filepath.Join(d.cfg.DataDir, "e2b-secret"), FleetSecret: d.fleetSecret(), PreviewDomain: d.cfg.PreviewDomain, Log: d.log})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,12 @@ type Config struct {
 	// SecretFile keeps the secret that envd access tokens are made with,
 	// so that they survive a restart; "" keeps it in memory only.
 	SecretFile string
+	// FleetSecret, in a fleet, returns the fleet's shared secret (nil
+	// while it is not known): the access tokens of sandboxes created
+	// since the node first ran in a fleet are made with a key derived
+	// from it, so that every node can route their signed file URLs
+	// (FleetFiles). nil: not in a fleet.
+	FleetSecret func() []byte
 	// PreviewDomain, if set, routes hosts 49983-<id>.<domain> to envd.
 	PreviewDomain string
 	Log           *slog.Logger
@@ -59,6 +65,8 @@ type Server struct {
 	images        *image.Store
 	keys          auth.KeyStore
 	secret        []byte
+	fleetSecret   func() []byte // nil: not in a fleet
+	fleetSince    time.Time     // sandboxes created from then on have fleet tokens
 	previewDomain string
 	log           *slog.Logger
 	envd          *envd.Server
@@ -85,7 +93,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var since time.Time
+	if cfg.FleetSecret != nil {
+		if since, err = loadFleetSince(cfg.SecretFile); err != nil {
+			return nil, err
+		}
+	}
 	s := &Server{mgr: cfg.Manager, edge: cfg.Edge, images: cfg.Images, keys: cfg.Keys, secret: secret,
+		fleetSecret: cfg.FleetSecret, fleetSince: since,
 		previewDomain: strings.TrimPrefix(cfg.PreviewDomain, "."), log: log,
 		envd: envd.New(envd.Config{Manager: cfg.Manager, Log: log}), tokens: map[string]cachedToken{}}
 	s.routes()

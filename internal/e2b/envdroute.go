@@ -101,7 +101,11 @@ func (s *Server) envdSession(r *http.Request, id string) (*session.Session, int,
 		found := false
 		for _, rec := range s.mgr.RecordsWithID(id) {
 			found = true
-			if subtle.ConstantTimeCompare([]byte(tok), []byte(s.accessToken(rec))) == 1 {
+			want := s.accessToken(rec)
+			if want == "" {
+				return nil, http.StatusServiceUnavailable, "this node has not reached its fleet's registry since it started, so it cannot check sandbox " + id + "'s access token yet; try again"
+			}
+			if subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
 				return s.live(rec)
 			}
 		}
@@ -141,7 +145,8 @@ func (s *Server) live(rec *session.Session) (*session.Session, int, string) {
 
 // signedSession checks a signed /files URL (the SDK's downloadUrl and
 // uploadUrl) against the sandbox id, if the request names one, or else
-// every sandbox's token.
+// every sandbox's token. In a fleet the router names the sandbox (it found
+// it by its fleet token, FleetFiles) when it forwards such a URL here.
 func (s *Server) signedSession(r *http.Request, id, sig string) (*session.Session, int, string) {
 	q := r.URL.Query()
 	op := "read"
@@ -164,7 +169,8 @@ func (s *Server) signedSession(r *http.Request, id, sig string) (*session.Sessio
 		cands = s.mgr.Records("")
 	}
 	for _, rec := range cands {
-		if !validSignature(sig, q.Get("path"), op, q.Get("username"), s.accessToken(rec), exp) {
+		tok := s.accessToken(rec)
+		if tok == "" || !validSignature(sig, q.Get("path"), op, q.Get("username"), tok, exp) {
 			continue
 		}
 		if exp != "" && time.Now().Unix() > expires {

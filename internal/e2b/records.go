@@ -1,10 +1,6 @@
 package e2b
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"strconv"
 	"strings"
 	"time"
 
@@ -82,14 +78,21 @@ func state(s *session.Session) string {
 }
 
 // accessToken is the sandbox's envd access token: an HMAC of its tenant,
-// id and creation time under the facade's secret. It is never stored (a
-// label would show it to every reader of the session), it is the same for
-// the sandbox's whole life, as the SDK keeps it that long and signs URLs
-// with it, and a new session of the same id gets another.
+// id and creation time under the facade's secret (in a fleet, for a
+// sandbox created since the node joined it, under a key derived from the
+// fleet's secret: fleettokens.go). It is never stored (a label would show
+// it to every reader of the session), it is the same for the sandbox's
+// whole life, as the SDK keeps it that long and signs URLs with it, and a
+// new session of the same id gets another. "" while the fleet's secret is
+// not known (the node has not reached the registry since it started).
 func (s *Server) accessToken(sess *session.Session) string {
-	m := hmac.New(sha256.New, s.secret)
-	m.Write([]byte("envd\x00" + sess.Tenant + "\x00" + sess.ID + "\x00" + strconv.FormatInt(sess.CreatedAt.UnixNano(), 10)))
-	return "wre_" + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	key := s.secret
+	if s.fleetSecret != nil && !sess.CreatedAt.Before(s.fleetSince) {
+		if key = fleetTokenKey(s.fleetSecret()); key == nil {
+			return ""
+		}
+	}
+	return tokenWith(key, sess.Tenant, sess.ID, sess.CreatedAt)
 }
 
 // sandbox is E2B's Sandbox: the answer of create, connect and fork.

@@ -11,16 +11,19 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/internal/auth"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
 )
 
 // ForwardHeader marks a request one fleet node forwarded to the session's
@@ -69,15 +72,21 @@ type Forwarding struct {
 	// E2B sandbox's envd reached with the sandbox's access token or a
 	// signed URL, which name no tenant (nil: such requests stay here).
 	LocateID func(id string) Owner
+	// SignedSandbox, if set, returns the sandbox a signed E2B /files URL
+	// that names none (built on the API's address) was made for: the one
+	// whose access token makes its signature ("" if none is known).
+	SignedSandbox func(r *http.Request) string
 	// Credentials, if set, returns r with its credentials in the form
 	// the authenticator takes (the E2B facade's e2b_ keys become warren
 	// keys), for Forward to learn the caller's tenant.
 	Credentials func(r *http.Request) (*http.Request, error)
 	// Secret returns the fleet's secret, nil while it is not known yet.
 	Secret func() []byte
-	// Place picks the node a new session goes to (Here when this one, or
-	// Known false when none is better known); nil: creates stay here.
-	Place func() Owner
+	// Place picks the node a new session goes to, leaving out the nodes
+	// in exclude (they refused it for a reason of their own), Here when
+	// this one, or Known false when none is better known; nil: creates
+	// stay here.
+	Place func(exclude []string) Owner
 	// ForgetLost removes the record of a lost session (a DELETE of it):
 	// its node is gone, so no node can delete it, and its id is free
 	// again afterwards.
@@ -299,6 +308,7 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 	h2s.SetHTTP2(true)
 	h2c := &http.Transport{Proxy: nil, Protocols: &h2, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	h2tls := &http.Transport{Proxy: nil, Protocols: &h2s, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	fw := &forwarder{e: e, f: f, next: next, tr: tr, h2c: h2c, h2tls: h2tls}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isFleetList(f, r) {
 			e.verifyListHop(f, w, r, next)
@@ -316,6 +326,16 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				id, envd = h, true
 			} else {
 				id = SandboxOfE2BPath(r.URL.Path)
+			}
+		}
+		if id == "" && r.URL.Path == "/files" && f.SignedSandbox != nil && r.Header.Get(ForwardHeader) == "" && r.URL.Query().Has("signature") {
+			// A signed file URL built on the API's address names its
+			// sandbox by its signature alone: routed like envd with
+			// E2BSandboxHeader, which the owner then reads (and checks
+			// the signature against that sandbox's token).
+			if id = f.SignedSandbox(r); id != "" {
+				envd = true
+				r.Header.Set(E2BSandboxHeader, id)
 			}
 		}
 		if id == "" && f.PreviewDomain != "" {
@@ -373,7 +393,13 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				return
 			}
 			e.log.Debug("serving a forwarded request", "from", from, "session_id", id)
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardedKey{}, who)))
+			ctx := context.WithValue(r.Context(), forwardedKey{}, who)
+			if create || mcp {
+				// A create this node refuses for a reason of its own
+				// says so, for the sender to place it elsewhere.
+				ctx = session.OnNodeRefusal(ctx, func() { w.Header().Set(NodeRefusedHeader, f.Node) })
+			}
+			next.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
 		who := noAuthIdentity
@@ -417,7 +443,9 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			return true
 		}
+		bodyNow := func() ([]byte, bool) { ok := readBody(); return body, ok }
 		var o Owner
+		placed := false // o is the node placement picked for a create
 		if mcp {
 			// An MCP tool call names its session in its arguments;
 			// the daemon's MCP is stateless, so any node can serve
@@ -436,7 +464,7 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			if mcpCreate {
 				// create_session: placed like a REST create.
-				o = f.placeCreate(who.Tenant, id)
+				o, placed = f.placeCreate(who.Tenant, id)
 			} else {
 				o = f.Locate(who.Tenant, id)
 			}
@@ -462,7 +490,7 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 				_ = json.Unmarshal(body, &req) // no id: a create that placement names; bad JSON is the target's to refuse
 				id = req.ID
 			}
-			o = f.placeCreate(who.Tenant, id)
+			o, placed = f.placeCreate(who.Tenant, id)
 		} else if who == nil {
 			o = f.locateID(id)
 		} else {
@@ -472,120 +500,278 @@ func (e *Edge) Forward(f *Forwarding, next http.Handler) http.Handler {
 			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is moving to another fleet node; try again in a moment", id))
 			return
 		}
-		if !o.Known || o.Here {
-			next.ServeHTTP(w, r)
-			return
-		}
-		switch {
-		case o.Lost && r.Method == http.MethodDelete && SessionOfPath(r.URL.Path) == id && r.URL.Path == "/v1/sessions/"+id && f.ForgetLost != nil:
-			// Deleting a lost session removes the fleet's record of it.
-			if err := e.limits.allow(who); err != nil {
-				e.WriteError(w, r, err)
-				return
-			}
-			if err := f.ForgetLost(r.Context(), who.Tenant, id); err != nil {
-				e.WriteError(w, r, err)
-				return
-			}
-			w.WriteHeader(http.StatusNoContent)
-			return
-		case o.Lost:
-			e.WriteError(w, r, errdefs.New(errdefs.ErrNotFound, "session %s was lost with fleet node %s (the node stayed unreachable past the grace period)", id, o.Node))
-			return
-		case !o.Alive:
-			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is on fleet node %s, which is unreachable now", id, o.Node))
-			return
-		}
-		secret := f.Secret()
-		if secret == nil {
-			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is on fleet node %s, and this node cannot forward yet (no fleet secret)", id, o.Node))
-			return
-		}
-		// An anonymous request is admitted by the owner, as the key that
-		// created the sandbox.
-		if who != nil {
-			if err := e.limits.allow(who); err != nil {
-				e.WriteError(w, r, err)
-				return
-			}
-		}
-		if !readBody() {
-			return
-		}
-		for attempt := 1; ; attempt++ {
-			misdirected := false
-			target, err := url.Parse(o.Addr)
-			if err != nil {
-				e.WriteError(w, r, errdefs.New(errdefs.ErrUnavailable, "fleet node %s has a bad address %q", o.Node, o.Addr))
-				return
-			}
-			rt := tr
-			if r.ProtoMajor == 2 && f.Transport == nil {
-				rt = h2c
-				if target.Scheme == "https" {
-					rt = h2tls
+		// A placed create that a node refuses for a reason of its own (it
+		// is full, draining, cut off: session.NodeRefused, which the node
+		// marks with NodeRefusedHeader) goes to another candidate, up to
+		// maxPlaceTries nodes in all, each one hop from this node, while
+		// its body is kept to send again. The last try's answer, or any
+		// other refusal (the tenant's quota holds fleet-wide), is the
+		// client's.
+		var refused []string
+		counted := false // the caller's rate limit was applied to this request
+		for {
+			catch := placed && retry && len(refused)+1 < maxPlaceTries
+			if !o.Known || o.Here {
+				if catch && !readBody() {
+					return
 				}
-			}
-			rp := &httputil.ReverseProxy{
-				Transport:     rt,
-				FlushInterval: -1, // SSE and streams pass through as they come
-				Rewrite: func(pr *httputil.ProxyRequest) {
-					pr.SetURL(target)
-					pr.Out.Host = pr.In.Host
-					if who != nil {
-						pr.Out.Header.Del("Authorization")
-						pr.Out.Header.Del("X-API-Key")
-					}
-					pr.Out.Header.Set(ForwardHeader, sign(secret, who, pr.Out, f.Node))
-					if body != nil {
-						pr.Out.Body = io.NopCloser(bytes.NewReader(body))
-						pr.Out.ContentLength = int64(len(body))
-					}
-				},
-				ModifyResponse: func(resp *http.Response) error {
-					if resp.StatusCode == http.StatusMisdirectedRequest {
-						resp.Body.Close()
-						misdirected = true
-						return errMisdirected
-					}
-					return nil
-				},
-				ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-					if errors.Is(err, errMisdirected) {
-						return // the loop tries again
-					}
-					e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "forward to fleet node %s: %v", o.Node, err))
-				},
-			}
-			rp.ServeHTTP(w, r)
-			if !misdirected {
-				return
-			}
-			if !retry || attempt > 1 {
-				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s: fleet node %s no longer has it and the route has not caught up; try again", id, o.Node))
-				return
-			}
-			// Give the watch a moment to bring the new route.
-			time.Sleep(200 * time.Millisecond)
-			if who == nil {
-				o = f.locateID(id)
-			} else {
-				o = f.Locate(who.Tenant, id)
-			}
-			if o.Known && o.Here {
-				// The session came here meanwhile.
+				rr := r
+				if counted && who != nil {
+					// Admitted once already: not counted twice.
+					rr = r.WithContext(context.WithValue(r.Context(), forwardedKey{}, who))
+				}
 				if body != nil {
-					r.Body = io.NopCloser(bytes.NewReader(body))
+					rr.Body = io.NopCloser(bytes.NewReader(body))
 				}
-				next.ServeHTTP(w, r)
+				if !catch {
+					next.ServeHTTP(w, rr)
+					return
+				}
+				if !e.serveCatchingRefusal(w, rr, next) {
+					return
+				}
+				counted = true // the transport admitted it
+			} else if !fw.forwardTo(w, r, o, who, id, catch, &counted, retry, bodyNow) {
 				return
 			}
-			if !o.Known || !o.Alive || o.Lost || o.Moving {
-				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s moved while its request was forwarded; try again", id))
-				return
+			refused = append(refused, o.Node)
+			e.log.Debug("a fleet node refused a create for a reason of its own; placing it elsewhere", "node", o.Node, "refused", refused)
+			if o = f.Place(refused); !o.Known {
+				// Nowhere else: this node serves it, and its own checks
+				// answer.
+				o, placed = Owner{}, false
 			}
 		}
 	})
+}
+
+// maxPlaceTries bounds the nodes a placed create tries when they refuse it
+// for a reason of their own (NodeRefusedHeader): the first pick and two
+// more. Each refusal costs a round trip; a fleet whose three picks are all
+// full is full enough that the client hears it.
+const maxPlaceTries = 3
+
+// NodeRefusedHeader marks the answer of a node that refused a forwarded
+// create for a reason of its own (full, draining, not registered:
+// session.NodeRefused), not the caller's: the forwarding node may place it
+// elsewhere. Its value is the refusing node's name. It travels only
+// between nodes; the forwarding node removes it.
+const NodeRefusedHeader = "Warren-Node-Refused"
+
+var errRefused = errors.New("refused by its node")
+
+// serveCatchingRefusal serves a create here, dropping this node's answer
+// when it refuses the create for a reason of its own (nothing reached the
+// client then, and it returns true, for the create to be placed
+// elsewhere); any other answer goes to the client.
+func (e *Edge) serveCatchingRefusal(w http.ResponseWriter, r *http.Request, next http.Handler) (refused bool) {
+	// Nothing is written yet: the headers the refusal set are put back
+	// as they were when it is dropped.
+	saved := w.Header().Clone()
+	c := &refusalCatcher{ResponseWriter: w}
+	next.ServeHTTP(c, r.WithContext(session.OnNodeRefusal(r.Context(), func() { c.refused.Store(true) })))
+	if !c.caught {
+		return false
+	}
+	if cl := callOf(r.Context()); cl != nil {
+		cl.mu.Lock()
+		cl.code = "" // the next try's answer is the call's
+		cl.mu.Unlock()
+	}
+	clear(w.Header())
+	maps.Copy(w.Header(), saved)
+	return true
+}
+
+// refusalCatcher is the response of a create served here while another
+// node could take it: once the node refused it (session.NodeRefused, set
+// before the transport answers), what the transport writes is dropped.
+type refusalCatcher struct {
+	http.ResponseWriter
+	refused atomic.Bool // the create's hook ran
+	caught  bool        // the answer was a refusal, dropped
+	wrote   bool        // the answer went to the client
+}
+
+func (c *refusalCatcher) WriteHeader(code int) {
+	if c.wrote || c.caught {
+		return
+	}
+	if c.refused.Load() {
+		c.caught = true
+		return
+	}
+	c.wrote = true
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *refusalCatcher) Write(b []byte) (int, error) {
+	if !c.wrote && !c.caught {
+		c.WriteHeader(http.StatusOK)
+	}
+	if c.caught {
+		return len(b), nil
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *refusalCatcher) Flush() {
+	if c.wrote {
+		http.NewResponseController(c.ResponseWriter).Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (c *refusalCatcher) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// forwarder is what Forward's requests leave this node by.
+type forwarder struct {
+	e    *Edge
+	f    *Forwarding
+	next http.Handler
+	// tr carries HTTP/1.1 requests; h2c and h2tls those that came in over
+	// HTTP/2 (gRPC) to an http:// and an https:// node.
+	tr, h2c, h2tls http.RoundTripper
+}
+
+// forwardTo sends r to its owner o, one hop, and answers the client with
+// o's answer. A 421 (a stale route) is tried once more after the cache
+// caught up; with catch, a refusal of o for a reason of its own
+// (NodeRefusedHeader), or a connection to o that could not be made, is not
+// passed on and forwardTo returns true, for the create to be placed
+// elsewhere. counted says whether the caller's rate
+// limit was applied to r already; readBody keeps r's body (nil: none) to
+// send again, when retry.
+func (fw *forwarder) forwardTo(w http.ResponseWriter, r *http.Request, o Owner, who *auth.Identity, id string,
+	catch bool, counted *bool, retry bool, readBody func() ([]byte, bool)) (refused bool) {
+	e, f, next := fw.e, fw.f, fw.next
+	switch {
+	case o.Lost && r.Method == http.MethodDelete && SessionOfPath(r.URL.Path) == id && r.URL.Path == "/v1/sessions/"+id && f.ForgetLost != nil:
+		// Deleting a lost session removes the fleet's record of it.
+		if err := e.limits.allow(who); err != nil {
+			e.WriteError(w, r, err)
+			return false
+		}
+		if err := f.ForgetLost(r.Context(), who.Tenant, id); err != nil {
+			e.WriteError(w, r, err)
+			return false
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return false
+	case o.Lost:
+		e.WriteError(w, r, errdefs.New(errdefs.ErrNotFound, "session %s was lost with fleet node %s (the node stayed unreachable past the grace period)", id, o.Node))
+		return false
+	case !o.Alive:
+		e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is on fleet node %s, which is unreachable now", id, o.Node))
+		return false
+	}
+	secret := f.Secret()
+	if secret == nil {
+		e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s is on fleet node %s, and this node cannot forward yet (no fleet secret)", id, o.Node))
+		return false
+	}
+	// An anonymous request is admitted by the owner, as the key that
+	// created the sandbox.
+	if who != nil && !*counted {
+		if err := e.limits.allow(who); err != nil {
+			e.WriteError(w, r, err)
+			return false
+		}
+		*counted = true
+	}
+	body, ok := readBody()
+	if !ok {
+		return false
+	}
+	for attempt := 1; ; attempt++ {
+		misdirected, refused := false, false
+		target, err := url.Parse(o.Addr)
+		if err != nil {
+			e.WriteError(w, r, errdefs.New(errdefs.ErrUnavailable, "fleet node %s has a bad address %q", o.Node, o.Addr))
+			return false
+		}
+		rt := fw.tr
+		if r.ProtoMajor == 2 && f.Transport == nil {
+			rt = fw.h2c
+			if target.Scheme == "https" {
+				rt = fw.h2tls
+			}
+		}
+		rp := &httputil.ReverseProxy{
+			Transport:     rt,
+			FlushInterval: -1, // SSE and streams pass through as they come
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				pr.Out.Host = pr.In.Host
+				if who != nil {
+					pr.Out.Header.Del("Authorization")
+					pr.Out.Header.Del("X-API-Key")
+				}
+				pr.Out.Header.Set(ForwardHeader, sign(secret, who, pr.Out, f.Node))
+				pr.Out.Header.Del(NodeRefusedHeader)
+				if body != nil {
+					pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+					pr.Out.ContentLength = int64(len(body))
+				}
+			},
+			ModifyResponse: func(resp *http.Response) error {
+				if resp.StatusCode == http.StatusMisdirectedRequest {
+					resp.Body.Close()
+					misdirected = true
+					return errMisdirected
+				}
+				if catch && resp.Header.Get(NodeRefusedHeader) != "" {
+					resp.Body.Close()
+					refused = true
+					return errRefused
+				}
+				resp.Header.Del(NodeRefusedHeader)
+				return nil
+			},
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				if errors.Is(err, errMisdirected) || errors.Is(err, errRefused) {
+					return // the caller tries again
+				}
+				if op := (*net.OpError)(nil); catch && errors.As(err, &op) && op.Op == "dial" {
+					// The node is gone (its entry not yet): the create
+					// never reached it, so it may go elsewhere.
+					refused = true
+					return
+				}
+				e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "forward to fleet node %s: %v", o.Node, err))
+			},
+		}
+		rp.ServeHTTP(w, r)
+		if refused {
+			return true
+		}
+		if !misdirected {
+			return false
+		}
+		if !retry || attempt > 1 {
+			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s: fleet node %s no longer has it and the route has not caught up; try again", id, o.Node))
+			return false
+		}
+		// Give the watch a moment to bring the new route.
+		time.Sleep(200 * time.Millisecond)
+		if who == nil {
+			o = f.locateID(id)
+		} else {
+			o = f.Locate(who.Tenant, id)
+		}
+		if o.Known && o.Here {
+			// The session came here meanwhile.
+			if body != nil {
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			next.ServeHTTP(w, r)
+			return false
+		}
+		if !o.Known || !o.Alive || o.Lost || o.Moving {
+			e.WriteError(w, r, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "session %s moved while its request was forwarded; try again", id))
+			return false
+		}
+	}
 }
 
 // E2BSandboxHeader names the sandbox an E2B envd request is for, when the
@@ -612,19 +798,18 @@ func SandboxOfE2BPath(path string) string {
 // placeCreate is where a create of id (maybe "") goes: the owner of an id
 // the fleet knows (which answers with the existing session, or 409), this
 // node for a lost one (the registry answers 409, saying so), else the node
-// placement picks.
-func (f *Forwarding) placeCreate(tenant, id string) Owner {
-	var o Owner
+// placement picks (placed).
+func (f *Forwarding) placeCreate(tenant, id string) (o Owner, placed bool) {
 	if id != "" {
 		o = f.Locate(tenant, id)
 	}
 	if o.Lost {
-		return Owner{}
+		return Owner{}, false
 	}
 	if !o.Known && f.Place != nil {
-		o = f.Place()
+		return f.Place(nil), true
 	}
-	return o
+	return o, false
 }
 
 // locateID is LocateID, or unknown without one.

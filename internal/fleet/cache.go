@@ -284,6 +284,20 @@ func (c *Cache) LookupID(id, here string) (Route, bool) {
 	return best, found
 }
 
+// Sessions calls yield with each Live session record the cache holds,
+// until it returns false (E2B's signed file URLs name no sandbox: the
+// router finds it by its token, e2b.FleetFiles). yield runs under the
+// cache's read lock: it must not call the cache.
+func (c *Cache) Sessions(yield func(registry.Session) bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, s := range c.sessions {
+		if s.State == registry.Live && !yield(s) {
+			return
+		}
+	}
+}
+
 // Rev is the registry revision the cache reflects.
 func (c *Cache) Rev() int64 {
 	c.mu.RLock()

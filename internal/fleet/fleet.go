@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,13 +164,14 @@ func (n *Node) Secret() []byte {
 const placeChoices = 2
 
 // Place picks the node a new session should go to: of placeChoices random
-// live, non-draining nodes with free capacity, the one with the most. false
+// live, non-draining nodes with free capacity, leaving out the nodes in
+// exclude (they refused this create already), the one with the most. false
 // when the cache knows no such node (the caller then creates here, and this
 // node's own checks answer).
-func (n *Node) Place() (registry.Node, bool) {
+func (n *Node) Place(exclude ...string) (registry.Node, bool) {
 	var cands []registry.Node
 	for _, nd := range n.cache.Nodes() {
-		if !nd.Draining && nd.Free > 0 {
+		if !nd.Draining && nd.Free > 0 && !slices.Contains(exclude, nd.Name) {
 			cands = append(cands, nd)
 		}
 	}
@@ -261,13 +263,13 @@ type store struct {
 func (s *store) CreateSession(ctx context.Context, rec *session.Session) error {
 	n := s.n
 	if !n.reconciled.Load() {
-		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node has not yet compared its sessions with the fleet's registry; it takes new sessions once it has")
+		return session.NodeRefused(ctx, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node has not yet compared its sessions with the fleet's registry; it takes new sessions once it has"))
 	}
 	if !n.member.Registered() {
-		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node is not registered in the fleet (its registry is unreachable); it takes no new sessions until it is")
+		return session.NodeRefused(ctx, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node is not registered in the fleet (its registry is unreachable); it takes no new sessions until it is"))
 	}
 	if n.cache.Draining(n.cfg.Name) && ctx.Value(moveBackKey{}) == nil { // the mover's re-create of a session it could not move
-		return errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node is draining; it takes no new sessions")
+		return session.NodeRefused(ctx, errdefs.WithRetryAfter(errdefs.ErrUnavailable, time.Second, "this node is draining; it takes no new sessions"))
 	}
 	var q registry.Quota
 	if n.cfg.Quota != nil {

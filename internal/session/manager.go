@@ -535,7 +535,7 @@ func (m *Manager) createSession(ctx context.Context, tenant string, req *CreateR
 		if !exists {
 			if m.countLocked() >= m.cfg.MaxSessions {
 				m.mu.Unlock()
-				return nil, false, errdefs.New(errdefs.ErrResourceExhausted, "the daemon holds its maximum of %d sessions; delete one or raise --max-sessions", m.cfg.MaxSessions)
+				return nil, false, NodeRefused(ctx, errdefs.New(errdefs.ErrResourceExhausted, "the daemon holds its maximum of %d sessions; delete one or raise --max-sessions", m.cfg.MaxSessions))
 			}
 			if err := m.checkQuotaLocked(tl, rec); err != nil {
 				m.mu.Unlock()
@@ -544,7 +544,7 @@ func (m *Manager) createSession(ctx context.Context, tenant string, req *CreateR
 			if diskErr != nil {
 				m.mu.Unlock()
 				m.logFor(ctx).Warn("session refused", "session_id", rec.ID, "tenant", tenant, "reason", diskErr)
-				return nil, false, diskErr
+				return nil, false, NodeRefused(ctx, diskErr)
 			}
 			e = &entry{ready: make(chan struct{}), gone: make(chan struct{}), rec: rec}
 			e.lastUsed.Store(rec.CreatedAt.UnixNano())
