@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -15,7 +16,7 @@ import (
 const certReloadEvery = 10 * time.Second
 
 // certFiles serves the certificate and key in two PEM files, loading them
-// again when either file changed (size or modification time). A renewal
+// again when either file's content changed. A renewal
 // that leaves the files unreadable or mismatched keeps the last good pair
 // and logs the error.
 type certFiles struct {
@@ -37,16 +38,19 @@ func newCertFiles(certFile, keyFile string, warn func(string, ...any)) (*certFil
 	return c, nil
 }
 
+// stampNow is a digest of both files' contents: a renewal shows however
+// it was written (in place, by a rename, within one tick of the
+// filesystem's clock, with the same size).
 func (c *certFiles) stampNow() (string, error) {
-	var s string
+	h := sha256.New()
 	for _, f := range []string{c.certFile, c.keyFile} {
-		fi, err := os.Stat(f)
+		b, err := os.ReadFile(f)
 		if err != nil {
 			return "", err
 		}
-		s += fmt.Sprintf("%d/%d;", fi.Size(), fi.ModTime().UnixNano())
+		h.Write(b)
 	}
-	return s, nil
+	return string(h.Sum(nil)), nil
 }
 
 func (c *certFiles) load() error {
