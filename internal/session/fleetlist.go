@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"slices"
-	"strings"
 )
 
 // FleetLister returns the sessions of tenant ("": every tenant's) that the
@@ -71,11 +70,6 @@ func mergeInfos(local, remote []*Info) []*Info {
 			out = append(out, in)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b *Info) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	slices.SortStableFunc(out, byCreated)
 	return out
 }

@@ -963,13 +963,16 @@ func (m *Manager) List(ctx context.Context, tenant string) []*Info {
 		}
 		out = append(out, info)
 	}
-	slices.SortFunc(out, func(a, b *Info) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	slices.SortFunc(out, byCreated)
 	return out
+}
+
+// byCreated is the order of lists of sessions: oldest first, then by id.
+func byCreated(a, b *Info) int {
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
 }
 
 // hiddenLabel marks the sessions behind stateless runs.
