@@ -162,7 +162,7 @@ func (d *Daemon) fleetRecovered() {
 		d.log.Info("fleet node ready", "node", f.node.Name())
 		// Moves this node's sessions away while it is marked so (warren
 		// node drain --move).
-		f.node.StartMover(d.manager)
+		f.node.StartMover(d.manager, f.clientTLS)
 	}()
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -41,11 +42,14 @@ const moveRetry = 5 * time.Second
 // DrainMove's, it moves its sessions to other nodes one at a time (move).
 // The node does it, not the command that set the mark, so a move goes on
 // when that command goes away; a node that restarts resumes it.
-func (n *Node) StartMover(local Local) {
+//
+// tlsCfg checks the other nodes' certificates (fleet.ca_file) when they are
+// advertised at https:// (nil: the host's roots).
+func (n *Node) StartMover(local Local, tlsCfg *tls.Config) {
 	if n.ctx.Err() != nil {
 		return // left the fleet already
 	}
-	m := &mover{n: n, local: local, hc: &http.Client{Transport: &http.Transport{Proxy: nil}},
+	m := &mover{n: n, local: local, hc: &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: tlsCfg}},
 		retry: map[sessionKey]time.Time{}}
 	n.wg.Go(m.run)
 }

@@ -105,7 +105,7 @@ func TestMoverKeepsWhatItCannotMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	src.fn.StartMover(src.m)
+	src.fn.StartMover(src.m, nil)
 	if err := reg.DrainMove(bg, "src"); err != nil {
 		t.Fatal(err)
 	}
