@@ -62,6 +62,7 @@ type node struct {
 	listen string
 	extra  []string
 	hc     *http.Client
+	logf   *os.File // the fleet's log, which n's lines go to
 }
 
 type fleetT struct {
@@ -92,6 +93,7 @@ func (f *fleetT) start(n *node) {
 		t.Fatal(err)
 	}
 	n.cmd, n.exited, n.err, n.killed = cmd, make(chan struct{}), nil, false
+	n.logf = f.logf
 	exited := n.exited
 	addr, ready := make(chan string, 1), make(chan struct{}, 1)
 	go func() {
@@ -165,9 +167,30 @@ func (n *node) stop(t testing.TB) {
 			t.Errorf("%s stopped with %v", n.name, n.err)
 		}
 	case <-time.After(60 * time.Second):
-		n.cmd.Process.Kill()
-		t.Errorf("%s did not stop on SIGTERM", n.name)
+		// Its goroutines, for the log: what it was stuck in.
+		n.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-n.exited:
+		case <-time.After(5 * time.Second):
+			n.cmd.Process.Kill()
+		}
+		t.Errorf("%s did not stop on SIGTERM; the end of its log:\n%s", n.name, n.logTail(4000))
 	}
+}
+
+// logTail is the last lines of n's log (its lines in the fleet's log).
+func (n *node) logTail(lines int) string {
+	if n.logf == nil {
+		return ""
+	}
+	b, _ := os.ReadFile(n.logf.Name())
+	var mine []string
+	for l := range strings.Lines(string(b)) {
+		if strings.HasPrefix(l, n.name+" ") {
+			mine = append(mine, l)
+		}
+	}
+	return strings.Join(mine[max(0, len(mine)-lines):], "")
 }
 
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {

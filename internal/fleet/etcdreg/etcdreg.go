@@ -971,17 +971,50 @@ func (r *Registry) DeleteObject(ctx context.Context, kind, name string) error {
 }
 
 // Elect campaigns for role under a session of the election TTL.
+//
+// It returns when ctx ends even while etcd cannot be reached: the etcd
+// client's campaign, cancelled, resigns with the client's own context,
+// which waits for etcd for as long as the client lives, and the session's
+// lease grant waits likewise. Both run in a goroutine of their own that
+// ends when etcd answers or the client closes (Close), so that a node cut
+// off from etcd still stops at once (its reaper's wait for the election
+// held its shutdown until etcd came back).
 func (r *Registry) Elect(ctx context.Context, role, id string) (registry.Leadership, error) {
-	s, err := concurrency.NewSession(r.cli, concurrency.WithTTL(r.electionTTL), concurrency.WithContext(context.WithoutCancel(ctx)))
-	if err != nil {
-		return nil, unavailable("elect", err)
+	type result struct {
+		l   *leadership
+		err error
 	}
-	e := concurrency.NewElection(s, r.p+"election/"+url.PathEscape(role))
-	if err := e.Campaign(ctx, id); err != nil {
-		s.Close()
-		return nil, unavailable("elect", err)
+	done := make(chan result, 1)
+	go func() {
+		s, err := concurrency.NewSession(r.cli, concurrency.WithTTL(r.electionTTL), concurrency.WithContext(context.WithoutCancel(ctx)))
+		if err != nil {
+			done <- result{err: unavailable("elect", err)}
+			return
+		}
+		e := concurrency.NewElection(s, r.p+"election/"+url.PathEscape(role))
+		if err := e.Campaign(ctx, id); err != nil {
+			s.Close()
+			done <- result{err: unavailable("elect", err)}
+			return
+		}
+		done <- result{l: &leadership{s: s, e: e}}
+	}()
+	select {
+	case res := <-done:
+		if res.err != nil {
+			return nil, res.err
+		}
+		return res.l, nil
+	case <-ctx.Done():
+		// The campaign may still win before it sees ctx end: give that
+		// leadership up when it does.
+		go func() {
+			if res := <-done; res.l != nil {
+				_ = res.l.Resign(context.Background()) // it was never used; the session's lease ends it anyway
+			}
+		}()
+		return nil, unavailable("elect", ctx.Err())
 	}
-	return &leadership{s: s, e: e}, nil
 }
 
 type leadership struct {
