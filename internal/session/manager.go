@@ -514,6 +514,12 @@ func (m *Manager) createSession(ctx context.Context, tenant string, req *CreateR
 	rec.Tenant = tenant
 	tl, err := m.tenantLimits(ctx, tenant)
 	if err != nil {
+		if errdefs.Is(err, errdefs.ErrUnavailable) {
+			// This node cannot read the tenant's settings now (a fleet
+			// node cut off from its registry, not knowing it yet):
+			// nothing was made, and another node may take the create.
+			err = NodeRefused(ctx, err)
+		}
 		return nil, false, err
 	}
 	if err := m.checkNetworkCeiling(tenant, tl, req, rec); err != nil {

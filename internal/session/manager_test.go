@@ -315,9 +315,17 @@ func TestQuotas(t *testing.T) {
 	_, _, err = f.m.Create(bg, "other", &session.CreateRequest{})
 	wantClass(t, "Create(over --max-sessions)", err, errdefs.ErrResourceExhausted)
 	tl.err = errors.New("tenant store down")
-	_, _, err = f.m.Create(bg, "small", &session.CreateRequest{})
-	if err == nil || !strings.Contains(err.Error(), "tenant store down") {
-		t.Errorf("Create with the tenant store down = %v", err)
+	refused := false
+	ctx := session.OnNodeRefusal(bg, func() { refused = true })
+	_, _, err = f.m.Create(ctx, "small", &session.CreateRequest{})
+	if err == nil || !strings.Contains(err.Error(), "tenant store down") || refused {
+		t.Errorf("Create with the tenant store broken = %v (a refusal of the node: %v, want not)", err, refused)
+	}
+	// Unreachable (a fleet node cut off from its registry): the node's
+	// own refusal, which a fleet places elsewhere.
+	tl.err = errdefs.New(errdefs.ErrUnavailable, "fleet registry unavailable")
+	if _, _, err = f.m.Create(ctx, "small", &session.CreateRequest{}); !errdefs.Is(err, errdefs.ErrUnavailable) || !refused {
+		t.Errorf("Create with the tenant store unreachable = %v (a refusal of the node: %v, want one)", err, refused)
 	}
 }
 

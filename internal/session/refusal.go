@@ -7,7 +7,8 @@ type nodeRefusalKey struct{}
 // OnNodeRefusal returns ctx carrying refused, which a create made with it
 // calls when this node refuses it for a reason of its own rather than the
 // caller's: it holds its maximum of sessions, its disk is nearly full, or
-// (in a fleet) it is draining or not registered. Another node of a fleet
+// (in a fleet) it is draining, not registered or cannot read the tenant's
+// settings from the registry. Another node of a fleet
 // may take such a create; a refusal for the tenant's quota, which holds
 // fleet-wide, is not one. The fleet's edge places the create elsewhere on
 // it (docs/FLEET.md, "Placement"). refused runs before the transport
