@@ -937,14 +937,7 @@ func (m *Manager) info(e *entry) *Info {
 
 // List returns the tenant's sessions ("" for all), oldest first.
 func (m *Manager) List(ctx context.Context, tenant string) []*Info {
-	m.mu.Lock()
-	var es []*entry
-	for k, e := range m.live {
-		if tenant == "" || k.tenant == tenant {
-			es = append(es, e)
-		}
-	}
-	m.mu.Unlock()
+	es := m.entriesOf(tenant)
 	out := make([]*Info, 0, len(es))
 	for _, e := range es {
 		ready := false
@@ -971,6 +964,29 @@ func (m *Manager) List(ctx context.Context, tenant string) []*Info {
 	}
 	slices.SortFunc(out, byCreated)
 	return out
+}
+
+// entriesWhere returns the live entries whose key match accepts.
+func (m *Manager) entriesWhere(match func(key) bool) []*entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var es []*entry
+	for k, e := range m.live {
+		if match(k) {
+			es = append(es, e)
+		}
+	}
+	return es
+}
+
+// entriesOf returns the live entries of tenant ("": every tenant's).
+func (m *Manager) entriesOf(tenant string) []*entry {
+	return m.entriesWhere(func(k key) bool { return tenant == "" || k.tenant == tenant })
+}
+
+// entriesWithID returns the live entries called id, of every tenant.
+func (m *Manager) entriesWithID(id string) []*entry {
+	return m.entriesWhere(func(k key) bool { return k.id == id })
 }
 
 // byCreated is the order of lists of sessions: oldest first, then by id.

@@ -197,14 +197,7 @@ func (m *Manager) OnExpire(f ExpireFunc) {
 // tenant's) that were created and are not hidden, without reading their
 // usage (List does): for callers that look sessions up often.
 func (m *Manager) Records(tenant string) []*Session {
-	m.mu.Lock()
-	var es []*entry
-	for k, e := range m.live {
-		if tenant == "" || k.tenant == tenant {
-			es = append(es, e)
-		}
-	}
-	m.mu.Unlock()
+	es := m.entriesOf(tenant)
 	out := make([]*Session, 0, len(es))
 	for _, e := range es {
 		select {
@@ -225,14 +218,7 @@ func (m *Manager) Records(tenant string) []*Session {
 // RecordsWithID returns the records of the created sessions called id, of
 // every tenant (ids are unique only within a tenant).
 func (m *Manager) RecordsWithID(id string) []*Session {
-	m.mu.Lock()
-	var es []*entry
-	for k, e := range m.live {
-		if k.id == id {
-			es = append(es, e)
-		}
-	}
-	m.mu.Unlock()
+	es := m.entriesWithID(id)
 	var out []*Session
 	for _, e := range es {
 		select {

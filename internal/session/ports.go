@@ -140,15 +140,7 @@ func (m *Manager) SetPortPublic(ctx context.Context, tenant, id string, port int
 
 // publicOwner finds the live session named id whose port is public.
 func (m *Manager) publicOwner(id string, port int) (*entry, bool) {
-	m.mu.Lock()
-	var es []*entry
-	for k, e := range m.live {
-		if k.id == id {
-			es = append(es, e)
-		}
-	}
-	m.mu.Unlock()
-	for _, e := range es {
+	for _, e := range m.entriesWithID(id) {
 		e.mu.Lock()
 		pub := e.public[port] && !e.deleting
 		e.mu.Unlock()
