@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
@@ -321,13 +320,9 @@ func etcdTLS(caFile, certFile, keyFile string, endpoints []string) (*tls.Config,
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("fleet.etcd_ca_file: %w", err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("fleet.etcd_ca_file %s: no PEM certificate in it", caFile)
+		var err error
+		if c.RootCAs, err = certPool("fleet.etcd_ca_file", caFile); err != nil {
+			return nil, err
 		}
 	}
 	if certFile != "" {

@@ -102,13 +102,22 @@ func fleetClientTLS(caFile string) (*tls.Config, error) {
 	if caFile == "" {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	pool, err := certPool("fleet.ca_file", caFile)
 	if err != nil {
-		return nil, fmt.Errorf("fleet ca_file: %w", err)
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+}
+
+// certPool reads the CA certificates in the PEM file of a setting.
+func certPool(setting, file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", setting, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("fleet ca_file %s: no PEM certificate in it", caFile)
+		return nil, fmt.Errorf("%s %s: no PEM certificate in it", setting, file)
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+	return pool, nil
 }
