@@ -108,15 +108,23 @@ type Forwarding struct {
 	// TLS is the client configuration for nodes advertised at https://
 	// (nil: the host's roots); unused with Transport.
 	TLS *tls.Config
+
+	// defaultTr is transport's HTTP/1.1 transport, made once: forwards
+	// and the lists' fan-out share its connections to the nodes.
+	defaultTr     http.RoundTripper
+	defaultTrOnce sync.Once
 }
 
 // transport is f.Transport, or HTTP/1.1 to the nodes (over TLS with f.TLS
-// to https:// ones). Each call makes a new one: call it once per use.
+// to https:// ones), one for the life of f.
 func (f *Forwarding) transport() http.RoundTripper {
 	if f.Transport != nil {
 		return f.Transport
 	}
-	return &http.Transport{Proxy: nil, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	f.defaultTrOnce.Do(func() {
+		f.defaultTr = &http.Transport{Proxy: nil, TLSClientConfig: f.TLS, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	})
+	return f.defaultTr
 }
 
 // forwarded is the signed content of ForwardHeader.
