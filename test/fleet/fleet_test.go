@@ -1368,6 +1368,23 @@ func (c *cutter) proxy(t testing.TB, target string) string {
 	return "http://" + ln.Addr().String()
 }
 
+// newCuttableFleet starts a fleet of count nodes on embedded etcd in which
+// node cuttable reaches etcd through a cutter's proxies.
+func newCuttableFleet(t testing.TB, count, cuttable int) (*cutter, []*node, *etcdreg.Registry) {
+	eps := embeddedEtcd(t)
+	cut := &cutter{}
+	var proxied []string
+	for _, ep := range eps {
+		proxied = append(proxied, cut.proxy(t, ep))
+	}
+	_, nodes, reg := newFleet(t, count, eps, func(i int, n *node) {
+		if i == cuttable {
+			n.etcd = strings.Join(proxied, ",")
+		}
+	})
+	return cut, nodes, reg
+}
+
 // set cuts (true) or restores (false) the proxied connections.
 func (c *cutter) set(cut bool) {
 	c.mu.Lock()
@@ -1387,17 +1404,7 @@ func (c *cutter) set(cut bool) {
 // reaches etcd again it deletes them (fencing) and takes sessions again.
 func TestFleetNodeCutOff(t *testing.T) {
 	testutil.RequiresRoot(t)
-	eps := embeddedEtcd(t)
-	var cut cutter
-	var proxied []string
-	for _, ep := range eps {
-		proxied = append(proxied, cut.proxy(t, ep))
-	}
-	_, nodes, reg := newFleet(t, 2, eps, func(i int, n *node) {
-		if i == 0 {
-			n.etcd = strings.Join(proxied, ",")
-		}
-	})
+	cut, nodes, reg := newCuttableFleet(t, 2, 0)
 	n0, n1 := nodes[0], nodes[1]
 	// A session on n0: created through n0 until placement puts one there.
 	var id string
@@ -1425,14 +1432,33 @@ func TestFleetNodeCutOff(t *testing.T) {
 		return status(err) == http.StatusServiceUnavailable
 	})
 	// n0 still serves its session to a client that reaches it directly,
-	// and takes no new one.
+	// and takes no new one: a create through it is refused (503) or, as
+	// n0 refuses it for a reason of its own (it cannot record it), placed
+	// on a node that can.
 	if res, err := n0.c.Exec(bg, id, &api.ExecRequest{Command: "echo alive"}); err != nil || res.Stdout != "alive\n" {
 		t.Fatalf("exec in %s on n0 while cut off = %+v, %v", id, res, err)
 	}
-	eventually(t, 5*time.Second, "n0 refuses creates while cut off", func() bool {
-		_, err := n0.c.CreateSession(bg, &api.CreateSessionRequest{ID: "while-cut"})
-		return status(err) == http.StatusServiceUnavailable
-	})
+	for i := range 3 {
+		cid := fmt.Sprint("while-cut", i)
+		_, err := n0.c.CreateSession(bg, &api.CreateSessionRequest{ID: cid})
+		switch {
+		case err == nil:
+			r, err := reg.GetSession(bg, daemon.BootstrapTenant, cid)
+			if err != nil || r.Node == n0.name {
+				t.Fatalf("%s, created through n0 while it is cut off, is recorded as %+v, %v; want on another node", cid, r, err)
+			}
+			t.Logf("%s, created through n0 while it is cut off, went to %s", cid, r.Node)
+		case status(err) != http.StatusServiceUnavailable:
+			t.Fatalf("create through n0 while it is cut off = %v, want 503 or a session on another node", err)
+		}
+	}
+	if l, err := n0.c.ListSessions(bg); err == nil {
+		for _, s := range l {
+			if s.Node == n0.name && s.ID != id {
+				t.Fatalf("n0 took %s while cut off", s.ID)
+			}
+		}
+	}
 	eventually(t, 2*grace+2*time.Second, id+" declared lost", func() bool {
 		r, err := reg.GetSession(bg, daemon.BootstrapTenant, id)
 		return err == nil && r.State == registry.Lost

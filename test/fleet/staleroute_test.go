@@ -19,17 +19,7 @@ import (
 // owner. A node cut off from etcd stops on SIGTERM at once.
 func TestFleetStaleRoute(t *testing.T) {
 	testutil.RequiresRoot(t)
-	eps := embeddedEtcd(t)
-	var cut cutter
-	var proxied []string
-	for _, ep := range eps {
-		proxied = append(proxied, cut.proxy(t, ep))
-	}
-	_, nodes, reg := newFleet(t, 3, eps, func(i int, n *node) {
-		if i == 1 {
-			n.etcd = strings.Join(proxied, ",")
-		}
-	})
+	cut, nodes, reg := newCuttableFleet(t, 3, 1)
 	n0, n1, n2 := nodes[0], nodes[1], nodes[2]
 	const id = "st1"
 	owner := func() string {
