@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -1158,8 +1159,25 @@ func embeddedCluster(t testing.TB) *etcdmember.Cluster {
 }
 
 // processEtcd starts three etcd processes of bin on loopback and waits
-// until they answer; they are killed when t ends.
+// until they answer; they are killed when t ends. The ports are picked
+// free and then given to etcd, so another test can take one in between:
+// a start whose member exits is made again on other ports.
 func processEtcd(t testing.TB, bin string) []string {
+	var why []string
+	for range 3 {
+		clients, err := startProcessEtcd(t, bin)
+		if err == nil {
+			return clients
+		}
+		why = append(why, err.Error())
+	}
+	t.Fatalf("etcd processes did not start:\n%s", strings.Join(why, "\n"))
+	return nil
+}
+
+// startProcessEtcd is one try of processEtcd: an error (with the members'
+// output) when a member exited or they did not answer within 30 s.
+func startProcessEtcd(t testing.TB, bin string) ([]string, error) {
 	var initial, clients []string
 	for i := range 3 {
 		pp, err1 := etcdmember.FreePort()
@@ -1171,6 +1189,17 @@ func processEtcd(t testing.TB, bin string) []string {
 		clients = append(clients, fmt.Sprintf("http://127.0.0.1:%d", cp))
 	}
 	dir := t.TempDir()
+	var cmds []*exec.Cmd
+	var out syncBuffer
+	exited := make(chan error, 3)
+	stop := func() {
+		for _, cmd := range cmds {
+			cmd.Process.Kill()
+		}
+		for range cmds {
+			<-exited
+		}
+	}
 	for i := range 3 {
 		peer := strings.SplitN(initial[i], "=", 2)[1]
 		cmd := exec.Command(bin, "--name", fmt.Sprint("e", i), "--data-dir", filepath.Join(dir, fmt.Sprint("e", i)),
@@ -1179,24 +1208,53 @@ func processEtcd(t testing.TB, bin string) []string {
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", fmt.Sprint("warren-test-", os.Getpid()),
 			"--initial-cluster-state", "new", "--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "error")
 		cmd.Env = []string{"PATH=/usr/bin:/bin"} // no ETCD_* from the host's environment
+		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-		})
+		cmds = append(cmds, cmd)
+		go func() { exited <- fmt.Errorf("etcd member e%d exited: %v", i, cmd.Wait()) }()
 	}
 	reg, err := etcdreg.New(etcdreg.Config{Endpoints: clients})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	eventually(t, 30*time.Second, "etcd processes answer", func() bool {
-		res, err := reg.Ping(bg)
-		return err == nil && res.Endpoints == 3 && res.Leader != ""
-	})
-	return clients
+	deadline := time.After(30 * time.Second)
+	for {
+		if res, err := reg.Ping(bg); err == nil && res.Endpoints == 3 && res.Leader != "" {
+			t.Cleanup(stop)
+			return clients, nil
+		}
+		select {
+		case err := <-exited:
+			exited <- err // stop waits for every member
+			stop()
+			return nil, fmt.Errorf("%v; its output:\n%s", err, out.String())
+		case <-deadline:
+			stop()
+			return nil, fmt.Errorf("they did not answer within 30 s; their output:\n%s", out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer several processes' output goes to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // newFleet starts count daemons over the etcd at endpoints, and stops
